@@ -1,0 +1,20 @@
+"""Bindings of the compressor ops namespace (``compressors.ops.Ops``).
+
+``get("jax")`` (default), ``get("numpy")`` and ``get("mindspore")`` return an
+ops object; compressors run on whichever they are given.
+"""
+from __future__ import annotations
+
+import importlib
+
+from compressors.ops import Ops
+
+_MODULES = {"jax": "backends.jax_ops", "numpy": "backends.numpy_ops", "mindspore": "backends.mindspore_ops"}
+BACKENDS = tuple(_MODULES)
+
+
+def get(name: str = "jax") -> Ops:
+    """The ops namespace of a backend by name."""
+    if name not in _MODULES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return importlib.import_module(_MODULES[name]).OPS

@@ -1,0 +1,133 @@
+"""JAX binding of the ops namespace (default backend; jit/vmap/grad-safe)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from backends._common import UNIFORM_ONE_BITS, _is_float, check_bits, int_bounds, next_pow2
+
+
+class JaxOps:
+    name = "jax"
+
+    asarray = staticmethod(lambda x, dtype=None: jnp.asarray(x, dtype=dtype))
+    zeros = staticmethod(lambda shape, dtype: jnp.zeros(tuple(shape), dtype))
+    full = staticmethod(lambda shape, value, dtype: jnp.full(tuple(shape), value, dtype))
+    arange = staticmethod(lambda n: jnp.arange(n, dtype=jnp.int32))
+    reshape = staticmethod(lambda x, shape: jnp.reshape(x, tuple(shape)))
+    concatenate = staticmethod(lambda xs, axis=0: jnp.concatenate(list(xs), axis=axis))
+    stack = staticmethod(lambda xs: jnp.stack(list(xs)))
+    pad = staticmethod(lambda x, after: jnp.pad(x, (0, after)))
+    transpose = staticmethod(lambda x: jnp.transpose(x))
+    abs = staticmethod(jnp.abs)
+    sign = staticmethod(jnp.sign)
+    sqrt = staticmethod(jnp.sqrt)
+    floor = staticmethod(jnp.floor)
+    maximum = staticmethod(jnp.maximum)
+    minimum = staticmethod(jnp.minimum)
+    where = staticmethod(jnp.where)
+    isfinite = staticmethod(jnp.isfinite)
+    matmul = staticmethod(jnp.matmul)
+
+    @staticmethod
+    def frexp(x):
+        m, e = jnp.frexp(x)
+        return m, e.astype(jnp.int32)
+
+    @staticmethod
+    def ldexp(m, e):
+        return jnp.ldexp(m, e.astype(jnp.int32))
+
+    @staticmethod
+    def astype(x, dtype):
+        dtype = np.dtype(dtype)
+        if _is_float(x.dtype) and np.issubdtype(dtype, np.integer):
+            lo, hi = int_bounds(dtype)
+            t = jnp.trunc(x)
+            safe = jnp.where((t >= lo) & (t <= hi), t, 0)
+            out = safe.astype(dtype)
+            out = jnp.where(t > hi, jnp.array(np.iinfo(dtype).max, dtype), out)
+            return jnp.where(t < lo, jnp.array(np.iinfo(dtype).min, dtype), out)
+        return x.astype(dtype)
+
+    @staticmethod
+    def bitcast(x, dtype):
+        return lax.bitcast_convert_type(x, np.dtype(dtype))
+
+    @staticmethod
+    def sum(x, axis=None):
+        if axis is None:
+            x, axis = jnp.reshape(x, (-1,)), 0
+        x = jnp.moveaxis(x, axis, -1)
+        m = x.shape[-1]
+        if m == 0:
+            return jnp.zeros(x.shape[:-1], x.dtype)
+        p = next_pow2(m)
+        if p != m:
+            x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, p - m)])
+        while p > 1:
+            p //= 2
+            x = x[..., :p] + x[..., p:]
+        return x[..., 0]
+
+    @staticmethod
+    def max(x, axis=None):
+        return jnp.max(x, axis=axis)
+
+    @staticmethod
+    def top_k(x, k):
+        v, i = lax.top_k(x, k)
+        return v, i.astype(jnp.int32)
+
+    @staticmethod
+    def gather(x, idx):
+        return jnp.take(x, idx, mode="fill", fill_value=0)
+
+    @staticmethod
+    def scatter_add(size, idx, vals):
+        return jnp.zeros((size,), vals.dtype).at[idx].add(vals, mode="drop")
+
+    @staticmethod
+    def nonzero(mask, capacity):
+        return jnp.nonzero(mask, size=capacity, fill_value=mask.size)[0].astype(jnp.int32)
+
+    @staticmethod
+    def key(seed):
+        return jax.random.PRNGKey(seed)
+
+    @staticmethod
+    def fold_in(key, data):
+        return jax.random.fold_in(key, data)
+
+    @staticmethod
+    def random_bits(key, shape):
+        return jax.random.bits(key, tuple(shape), jnp.uint32)
+
+    @staticmethod
+    def uniform(key, shape):
+        bits = jax.random.bits(key, tuple(shape), jnp.uint32)
+        one = lax.bitcast_convert_type((bits >> 9) | UNIFORM_ONE_BITS, jnp.float32)
+        return one - jnp.float32(1.0)
+
+    @staticmethod
+    def pack_bits(codes, bits):
+        check_bits(bits)
+        per = 32 // bits
+        n = codes.shape[0]
+        nw = -(-n // per)
+        c = jnp.pad(codes.astype(jnp.uint32), (0, nw * per - n)).reshape(nw, per)
+        shifts = (jnp.arange(per, dtype=jnp.uint32) * bits)
+        return jnp.sum(c << shifts, axis=1, dtype=jnp.uint32)
+
+    @staticmethod
+    def unpack_bits(words, bits, count):
+        check_bits(bits)
+        per = 32 // bits
+        mask = jnp.uint32(0xFFFFFFFF if bits == 32 else (1 << bits) - 1)
+        shifts = (jnp.arange(per, dtype=jnp.uint32) * bits)
+        return ((words[:, None] >> shifts) & mask).reshape(-1)[:count]
+
+
+OPS = JaxOps()

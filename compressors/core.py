@@ -1,0 +1,295 @@
+"""The compressor type: a multi-round exchange protocol made of pure functions.
+
+Every compressor, including one-shot ones like top-k, is a *protocol* of one
+or more communication rounds. Round ``r`` has an aggregation law:
+
+* ``Law.SUM``: payloads are linear; an all-reduce may add them. The round's
+  *received* value is the elementwise sum of all workers' payloads.
+* ``Law.GATHER``: payloads must travel whole (all-gather or parameter
+  server). The received value stacks every worker's payload on a new
+  leading axis of size n.
+
+A worker runs, for r = 0 .. R-1, ``encode(..., received[:r], r)`` and hands
+the payload to a communicator; when all rounds are received, ``decode``
+(given this worker's own payloads and what it received) returns the
+mean-gradient estimate, identical on every worker. ``local`` returns what
+this worker's own payloads decode to (error feedback needs it).
+
+Compressor authors write these per *leaf* (one array); the methods of
+:class:`Compressor` apply them to whole pytrees of gradients. Nothing here
+communicates and nothing is mutated: state is a pytree that goes in and
+comes out, randomness comes from explicit :class:`Keys`.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from compressors.ops import Array, Key, Ops
+
+State = Any
+Payload = Any
+
+
+class Law(str, enum.Enum):
+    """How the payloads of one round combine across workers."""
+
+    SUM = "sum"
+    GATHER = "gather"
+
+
+class Round(NamedTuple):
+    """Static description of one communication round for one tensor."""
+
+    law: Law
+    bits: int  # exact bits this worker puts on the wire in this round
+
+
+class Keys(NamedTuple):
+    """Randomness for one step: ``worker`` differs between workers (stochastic
+    rounding), ``shared`` is the same on every worker (random-k indices)."""
+
+    worker: Key
+    shared: Key
+
+
+def make_keys(ops: Ops, seed: int, step: int, rank: int = 0) -> Keys:
+    """The keys every driver uses: shared = fold_in(key(seed), step),
+    worker = fold_in(shared, rank + 1)."""
+    shared = ops.fold_in(ops.key(seed), step)
+    return Keys(ops.fold_in(shared, rank + 1), shared)
+
+
+def fold_keys(ops: Ops, keys: Keys, data: int) -> Keys:
+    """Derive independent keys for a sub-part (leaf, block, round)."""
+    return Keys(ops.fold_in(keys.worker, data), ops.fold_in(keys.shared, data))
+
+
+class Leaf(NamedTuple):
+    """The per-tensor protocol a compressor author writes.
+
+    init(ops, x) -> state
+    encode(ops, x, state, keys, received, r) -> (payload, state)
+    local(ops, x, state, own, received) -> x_hat of this worker's payloads
+    decode(ops, x, state, own, received, n) -> (mean estimate, state)
+    plan(shape, dtype) -> tuple[Round, ...]
+    """
+
+    init: Callable[..., State]
+    encode: Callable[..., tuple[Payload, State]]
+    local: Callable[..., Array]
+    decode: Callable[..., tuple[Array, State]]
+    plan: Callable[[tuple, Any], tuple[Round, ...]]
+
+
+class Compressor(NamedTuple):
+    """An immutable compressor.
+
+    ``spec`` is its canonical spec string (``compressors.parse`` reads it
+    back); ``for_leaf(shape, dtype)`` picks the :class:`Leaf` protocol for a
+    tensor (filters use this to leave small tensors alone); ``at(step)``
+    returns the compressor in force at a training step (warm-up and DGC's
+    sparsity schedule change the payload shape, so a driver re-plans when
+    ``phase(step)`` changes). ``unbiased``/``contractive`` state the
+    compressor's contract; ``doc`` is a one-line description.
+    """
+
+    spec: str
+    for_leaf: Callable[[tuple, Any], Leaf]
+    at: Callable[[int], "Compressor"] | None = None
+    phase: Callable[[int], Any] | None = None
+    unbiased: bool = False
+    contractive: bool = False
+    doc: str = ""
+
+    # -- static metadata -----------------------------------------------------
+    def plan(self, shape: Sequence[int], dtype: Any = np.float32) -> tuple[Round, ...]:
+        """Rounds (law, exact wire bits) this compressor uses on one tensor."""
+        shape = tuple(int(s) for s in shape)
+        return tuple(self.for_leaf(shape, np.dtype(dtype)).plan(shape, np.dtype(dtype)))
+
+    def wire_bits(self, shape: Sequence[int], dtype: Any = np.float32) -> int:
+        """Total bits one worker sends for one tensor, all rounds together."""
+        return sum(r.bits for r in self.plan(shape, dtype))
+
+    def rounds(self, shape: Sequence[int], dtype: Any = np.float32) -> int:
+        return len(self.plan(shape, dtype))
+
+    def ratio(self, shape: Sequence[int], dtype: Any = np.float32) -> float:
+        """Compression ratio against the dense tensor in its own dtype."""
+        dense = math.prod(shape) * np.dtype(dtype).itemsize * 8
+        bits = self.wire_bits(shape, dtype)
+        return dense / bits if bits else math.inf
+
+    def step(self, step: int) -> "Compressor":
+        """The compressor in force at ``step`` (itself unless scheduled)."""
+        return self.at(step) if self.at is not None else self
+
+    def phase_of(self, step: int) -> Any:
+        """A hashable that changes exactly when ``step(step)`` changes."""
+        return self.phase(step) if self.phase is not None else 0
+
+    # -- the per-tree protocol -------------------------------------------------
+    def leaves(self, tree: Any) -> tuple[list, Any, list[Leaf]]:
+        flat, treedef = _flatten(tree)
+        return flat, treedef, [self.for_leaf(tuple(x.shape), np.dtype(x.dtype)) for x in flat]
+
+    def tree_plan(self, tree: Any) -> list[tuple[Round, ...]]:
+        """Per leaf (flattened order), its rounds."""
+        flat, _, protos = self.leaves(tree)
+        return [p.plan(tuple(x.shape), np.dtype(x.dtype)) for x, p in zip(flat, protos)]
+
+    def n_rounds(self, tree: Any) -> int:
+        return max((len(p) for p in self.tree_plan(tree)), default=0)
+
+    def init(self, ops: Ops, tree: Any) -> State:
+        """Fresh state for a pytree of gradients (a tuple, one entry a leaf)."""
+        flat, _, protos = self.leaves(tree)
+        return tuple(p.init(ops, x) for x, p in zip(flat, protos))
+
+    def encode(self, ops: Ops, tree: Any, state: State, keys: Keys,
+               received: Sequence[list], r: int) -> tuple[list, State]:
+        """Round r for every leaf: a list (flattened leaf order) of payloads,
+        None for leaves whose protocol has fewer rounds."""
+        flat, _, protos = self.leaves(tree)
+        payloads, new_state = [], []
+        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
+            if r < len(p.plan(tuple(x.shape), np.dtype(x.dtype))):
+                pay, s = p.encode(ops, x, s, fold_keys(ops, keys, i),
+                                  tuple(rec[i] for rec in received), r)
+            else:
+                pay = None
+            payloads.append(pay)
+            new_state.append(s)
+        return payloads, tuple(new_state)
+
+    def decode(self, ops: Ops, tree: Any, state: State, own: Sequence[list],
+               received: Sequence[list], n: int) -> tuple[Any, State]:
+        """Mean-gradient estimate (same pytree as the input) and new state."""
+        flat, treedef, protos = self.leaves(tree)
+        outs, new_state = [], []
+        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
+            nr = len(p.plan(tuple(x.shape), np.dtype(x.dtype)))
+            y, s = p.decode(ops, x, s, tuple(o[i] for o in own[:nr]),
+                            tuple(rec[i] for rec in received[:nr]), n)
+            outs.append(y)
+            new_state.append(s)
+        return _unflatten(treedef, outs), tuple(new_state)
+
+    def local(self, ops: Ops, tree: Any, state: State, own: Sequence[list],
+              received: Sequence[list]) -> Any:
+        """What this worker's own payloads decode to (same pytree)."""
+        flat, treedef, protos = self.leaves(tree)
+        outs = []
+        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
+            nr = len(p.plan(tuple(x.shape), np.dtype(x.dtype)))
+            outs.append(p.local(ops, x, s, tuple(o[i] for o in own[:nr]),
+                                tuple(rec[i] for rec in received[:nr])))
+        return _unflatten(treedef, outs)
+
+
+def _flatten(tree: Any):
+    import jax.tree_util as jtu  # pytree flattening only; no JAX arrays needed
+
+    return jtu.tree_flatten(tree)
+
+
+def _unflatten(treedef, leaves):
+    import jax.tree_util as jtu
+
+    return jtu.tree_unflatten(treedef, leaves)
+
+
+# ---------------------------------------------------------------------------
+# Helpers compressor authors use
+# ---------------------------------------------------------------------------
+
+def compute_dtype(dtype: Any) -> np.dtype:
+    """Compressors compute in float64 for float64 input, else float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def upcast(ops: Ops, x: Array) -> Array:
+    return ops.astype(x, compute_dtype(x.dtype))
+
+
+def dtype_bits(dtype: Any) -> int:
+    return np.dtype(dtype).itemsize * 8
+
+
+def words(count: int, bits: int) -> int:
+    """uint32 words ``ops.pack_bits`` uses for ``count`` codes of ``bits``."""
+    per = 32 // bits
+    return -(-count // per)
+
+
+def tree_index(payload: Payload, i: int) -> Payload:
+    """Worker i's payload out of a gathered (stacked) payload."""
+    if isinstance(payload, tuple) and not hasattr(payload, "shape"):
+        return type(payload)(*(tree_index(p, i) for p in payload)) if hasattr(payload, "_fields") \
+            else tuple(tree_index(p, i) for p in payload)
+    return payload[i]
+
+
+def single_round(
+    *,
+    law: Law,
+    bits: Callable[[tuple, Any], int],
+    compress: Callable[..., tuple[Payload, State]],
+    decompress: Callable[..., Array],
+    init: Callable[..., State] | None = None,
+    aggregate: Callable[..., Array] | None = None,
+) -> Leaf:
+    """Build a one-round :class:`Leaf` from the familiar pair.
+
+    compress(ops, x, state, keys) -> (payload, state)
+    decompress(ops, payload, x) -> x_hat (x gives shape and dtype)
+    aggregate(ops, received, x, n) -> mean estimate; defaults to
+    ``decompress(sum)/n`` for SUM and the mean of the decompressed payloads
+    for GATHER.
+    """
+
+    def _init(ops, x):
+        return init(ops, x) if init is not None else ()
+
+    def encode(ops, x, state, keys, received, r):
+        return compress(ops, x, state, keys)
+
+    def local(ops, x, state, own, received):
+        return decompress(ops, own[0], x)
+
+    def decode(ops, x, state, own, received, n):
+        if aggregate is not None:
+            return aggregate(ops, received[0], x, n), state
+        if law is Law.SUM:
+            return mean_of(ops, decompress(ops, received[0], x), n), state
+        total = decompress(ops, tree_index(received[0], 0), x)
+        for i in range(1, n):
+            total = total + decompress(ops, tree_index(received[0], i), x)
+        return mean_of(ops, total, n), state
+
+    def plan(shape, dtype):
+        return (Round(law, int(bits(shape, dtype))),)
+
+    return Leaf(_init, encode, local, decode, plan)
+
+
+def mean_of(ops: Ops, total: Array, n: int) -> Array:
+    """total / n in the compute dtype, cast back to total's dtype."""
+    if n == 1:
+        return total
+    return ops.astype(upcast(ops, total) / n, total.dtype)
+
+
+def fixed(leaf: Leaf):
+    """A ``for_leaf`` that uses one Leaf for every tensor."""
+    return lambda shape, dtype: leaf
+
+
+def check(cond: bool, message: str) -> None:
+    """Raise the ValueError every bad compressor parameter gets."""
+    if not cond:
+        raise ValueError(message)

@@ -1,0 +1,78 @@
+"""Error feedback (Seide et al. 2014; Karimireddy et al. 2019) and EF21 (Richtárik et al. 2021).
+
+EF:   p_t = x_t + e_t;   send C(p_t);   e_{t+1} = p_t - C(p_t)
+      so   sum_t C(p_t) + e_{T+1} = sum_t x_t   (nothing is lost)
+
+EF21: c_t = C(x_t - g_i);  g_i += c_t;  g += mean_workers(c_t);  use g
+      (g_i: this worker's estimate; g: the shared one, equal on all workers)
+
+C(p) is what this worker's own payloads decode to (``Leaf.local``); for
+PowerSGD that is P_hat Q_i^T after the P round, exactly as in the paper.
+"""
+from __future__ import annotations
+
+from compressors.combinator import wrapping
+from compressors.core import Compressor, Leaf
+from compressors.registry import canonical, register
+
+
+def _ef_leaf(inner: Leaf, shape, dtype) -> Leaf:
+    def init(ops, x):
+        return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
+
+    def encode(ops, x, state, keys, received, r):
+        s, e = state
+        pay, s = inner.encode(ops, x + e, s, keys, received, r)
+        return pay, (s, e)
+
+    def local(ops, x, state, own, received):
+        s, e = state
+        return inner.local(ops, x + e, s, own, received)
+
+    def decode(ops, x, state, own, received, n):
+        s, e = state
+        p = x + e
+        sent = inner.local(ops, p, s, own, received)
+        out, s = inner.decode(ops, p, s, own, received, n)
+        return out, (s, p - sent)
+
+    return Leaf(init, encode, local, decode, inner.plan)
+
+
+def _ef21_leaf(inner: Leaf, shape, dtype) -> Leaf:
+    def init(ops, x):
+        z = ops.zeros(x.shape, x.dtype)
+        return (inner.init(ops, x), z, z)
+
+    def encode(ops, x, state, keys, received, r):
+        s, gi, g = state
+        pay, s = inner.encode(ops, x - gi, s, keys, received, r)
+        return pay, (s, gi, g)
+
+    def local(ops, x, state, own, received):
+        s, gi, g = state
+        return inner.local(ops, x - gi, s, own, received)
+
+    def decode(ops, x, state, own, received, n):
+        s, gi, g = state
+        d = x - gi
+        c_local = inner.local(ops, d, s, own, received)
+        c_mean, s = inner.decode(ops, d, s, own, received, n)
+        g = g + c_mean
+        return g, (s, gi + c_local, g)
+
+    return Leaf(init, encode, local, decode, inner.plan)
+
+
+@register("ef", combinator=True)
+def ef(inner: Compressor) -> Compressor:
+    """Error feedback: add the residual of past compression before compressing."""
+    return wrapping(canonical("ef", inner=inner).replace("inner=", ""), inner, _ef_leaf, ef,
+                    contractive=inner.contractive, doc="error feedback (residual memory)")
+
+
+@register("ef21", combinator=True)
+def ef21(inner: Compressor) -> Compressor:
+    """EF21: compress the change of each worker's gradient estimate."""
+    return wrapping(canonical("ef21", inner=inner).replace("inner=", ""), inner, _ef21_leaf, ef21,
+                    doc="EF21 gradient-estimate feedback")
