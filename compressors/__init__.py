@@ -2,21 +2,26 @@
 
 A compressor is an immutable :class:`Compressor` (a multi-round exchange
 protocol of pure functions written against ``compressors.ops.Ops``). Build
-one with a factory (``topk(0.01)``) or a spec string
-(``parse("ef(topk(ratio=0.01))")``).
+one with a factory (``compressors.topk(0.01)``) or a spec string
+(``compressors.parse("ef(topk(ratio=0.01))")``); ``describe()`` lists them.
 """
+import importlib as _importlib
+import pkgutil as _pkgutil
+
 from compressors.core import Compressor, Keys, Law, Leaf, Round, make_keys
 from compressors.exchange import exchange, roundtrip
 from compressors.registry import describe, entries, parse, register
 
-# Importing each module registers its compressors.
-from compressors.identity import none
-from compressors.cast import bf16, fp16
-from compressors.topk import topk
-from compressors.ef import ef, ef21
+# Infrastructure modules; every other module defines compressors and
+# registers them when imported.
+_INFRA = {"core", "exchange", "registry", "ops", "combinator"}
+for _mod in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
+    if _mod not in _INFRA and not _mod.startswith("_"):
+        _importlib.import_module(f"compressors.{_mod}")
 
-__all__ = [
-    "Compressor", "Keys", "Law", "Leaf", "Round", "make_keys", "exchange", "roundtrip",
-    "describe", "entries", "parse", "register",
-    "none", "fp16", "bf16", "topk", "ef", "ef21",
-]
+# Export every registered factory under its function name (compressors.topk, ...).
+for _entry in entries():
+    globals()[_entry.factory.__name__] = _entry.factory
+
+__all__ = ["Compressor", "Keys", "Law", "Leaf", "Round", "make_keys", "exchange", "roundtrip",
+           "describe", "entries", "parse", "register"] + [e.factory.__name__ for e in entries()]
