@@ -11,7 +11,9 @@ Array protocol (usable directly on arrays):
     Python scalar (the array's dtype wins); comparisons ``< <= > >= ==``;
     ``& | ^ ~`` on bool and uint32; ``<< >>`` on uint32 with shift < 32;
     ``.shape``, ``.dtype``, ``.ndim``, ``.size``; static indexing ``x[i]`` and
-    slicing ``x[a:b]`` with Python ints.
+    slicing ``x[a:b]`` with Python ints. ``maximum``, ``minimum`` and
+    ``where`` also take a Python scalar or a 0-d array for an array
+    argument (broadcast, in the other argument's dtype).
 
 Dtypes are NumPy dtype objects (``np.float32``, ``np.uint32``;
 ``ml_dtypes.bfloat16`` for bf16). Shapes are static Python tuples; every

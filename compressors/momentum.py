@@ -1,0 +1,51 @@
+"""Worker-side momentum before compression (as in Signum and DGC).
+
+    m_t = beta * m_{t-1} + g_t            (dampening: + (1 - beta) * g_t)
+    send C(m_t)
+
+The momentum buffer is per worker and advances once per step (in decode).
+"""
+from __future__ import annotations
+
+from compressors.combinator import wrapping
+from compressors.core import Compressor, Leaf, check
+from compressors.registry import canonical, register
+
+
+def _momentum_leaf(beta: float, dampening: bool):
+    scale = (1.0 - beta) if dampening else 1.0
+
+    def wrap(inner: Leaf, shape, dtype) -> Leaf:
+        def init(ops, x):
+            return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
+
+        def advanced(x, m):
+            return m * beta + x * scale
+
+        def encode(ops, x, state, keys, received, r):
+            s, m = state
+            pay, s = inner.encode(ops, advanced(x, m), s, keys, received, r)
+            return pay, (s, m)
+
+        def local(ops, x, state, own, received):
+            s, m = state
+            return inner.local(ops, advanced(x, m), s, own, received)
+
+        def decode(ops, x, state, own, received, n):
+            s, m = state
+            m = advanced(x, m)
+            out, s = inner.decode(ops, m, s, own, received, n)
+            return out, (s, m)
+
+        return Leaf(init, encode, local, decode, inner.plan)
+
+    return wrap
+
+
+@register("momentum", combinator=True)
+def momentum(inner: Compressor, beta: float = 0.9, dampening: bool = False) -> Compressor:
+    """Compress the worker's momentum m = beta*m + g instead of g."""
+    check(isinstance(beta, (int, float)) and 0 <= beta < 1, f"momentum: beta must be in [0, 1), got {beta!r}")
+    spec = canonical("momentum", inner=inner, beta=beta, dampening=dampening).replace("inner=", "")
+    return wrapping(spec, inner, _momentum_leaf(float(beta), bool(dampening)),
+                    lambda c: momentum(c, beta, dampening), doc="worker momentum")

@@ -1,0 +1,118 @@
+"""Sign compressors.
+
+signSGD with majority vote (Bernstein et al. 2018):
+    worker sends s_i = sign(x_i) (1 bit per entry) and a vote weight w_i
+    (0 for an all-zero tensor, else 1);  result = sign(sum_i w_i s_i)
+    (ties -> 0). Aggregation is a vote, not a mean: gather-only.
+
+Scaled sign (Karimireddy et al. 2019, the compressor of EF-signSGD):
+    C(x) = (||x||_1 / d) * sign(x),   a delta-contraction with
+    delta = ||x||_1^2 / (d ||x||_2^2);  use it as ``ef(scaledsign())``.
+
+1-bit quantization with per-tensor scales (Seide et al. 2014):
+    C(x)_i = mean{x_j : x_j >= 0} if x_i >= 0 else mean{x_j : x_j < 0}
+    two float32 scales per tensor; meant for ``ef(onebit())``.
+
+Signum (Bernstein et al. 2018) is signSGD on the worker's momentum
+m = beta*m + (1-beta)*g; it is ``momentum(signsgd(), beta, dampening=True)``.
+
+Zero entries count as positive. NaN/inf input: signsgd's vote weight is NaN
+(see ``_sign``) so the decoded tensor is NaN; the scaled variants carry the
+non-finite value in their scale, with the same outcome.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compressors._sign import vote_weight, pack_signs, sign_bits, unpack_signs
+from compressors.core import Compressor, Law, compute_dtype, fixed, single_round, tree_index, upcast
+from compressors.momentum import momentum
+from compressors.registry import canonical, register
+from compressors.ef import ef
+
+
+def _signsgd_leaf():
+    def compress(ops, x, state, keys):
+        return (pack_signs(ops, x), vote_weight(ops, x)), state
+
+    def decompress(ops, payload, x):
+        packed, weight = payload
+        return ops.astype(unpack_signs(ops, packed, x, np.float32) * weight, x.dtype)
+
+    def vote(ops, received, x, n):
+        total = None
+        for i in range(n):
+            s = decompress(ops, tree_index(received, i), x)
+            total = upcast(ops, s) if total is None else total + upcast(ops, s)
+        return ops.astype(ops.sign(total), x.dtype)
+
+    return single_round(law=Law.GATHER, bits=lambda shape, dtype: sign_bits(shape) + 32,
+                        compress=compress, decompress=decompress, aggregate=vote)
+
+
+def _scaled_leaf(two_scales: bool):
+    def compress(ops, x, state, keys):
+        xf = ops.reshape(upcast(ops, x), (-1,))
+        if two_scales:
+            pos = xf >= 0
+            zero = ops.zeros(xf.shape, xf.dtype)
+            npos = ops.sum(ops.where(pos, 1.0, zero))
+            nneg = ops.sum(ops.where(pos, zero, 1.0))
+            # NaN entries fall on neither side; keep them visible in both scales
+            bad = ops.sum(xf * 0.0)
+            sp = ops.sum(ops.where(pos, xf, zero)) / ops.maximum(npos, 1.0) + bad
+            sn = ops.sum(ops.where(pos, zero, -xf)) / ops.maximum(nneg, 1.0) + bad
+            scales = ops.astype(ops.stack([sp, sn]), np.float32)
+        else:
+            d = max(xf.size, 1)
+            scales = ops.astype(ops.reshape(ops.sum(ops.abs(xf)) / float(d), (1,)), np.float32)
+        return (pack_signs(ops, x), scales), state
+
+    def decompress(ops, payload, x):
+        packed, scales = payload
+        cd = compute_dtype(x.dtype)
+        pm = unpack_signs(ops, packed, x, cd)
+        s = ops.astype(scales, cd)
+        if two_scales:
+            return ops.astype(ops.where(pm > 0, s[0], -s[1]), x.dtype)
+        return ops.astype(pm * s[0], x.dtype)
+
+    nscales = 2 if two_scales else 1
+    return single_round(law=Law.GATHER, bits=lambda shape, dtype: sign_bits(shape) + 32 * nscales,
+                        compress=compress, decompress=decompress)
+
+
+_SIGNSGD = _signsgd_leaf()
+_SCALED = _scaled_leaf(False)
+_ONEBIT = _scaled_leaf(True)
+
+
+@register("signsgd")
+def signsgd() -> Compressor:
+    """signSGD with majority vote: 1 bit per entry, result sign(sum of signs)."""
+    return Compressor("signsgd()", fixed(_SIGNSGD), doc="signSGD, majority vote")
+
+
+@register("signum")
+def signum(beta: float = 0.9) -> Compressor:
+    """Signum: majority-vote signSGD on the worker's momentum (beta)."""
+    return momentum(signsgd(), beta=beta, dampening=True)._replace(
+        spec=canonical("signum", beta=beta), doc="Signum (momentum + sign, majority vote)")
+
+
+@register("scaledsign")
+def scaledsign() -> Compressor:
+    """Scaled sign (||x||_1/d)*sign(x): delta-contraction; use with ef()."""
+    return Compressor("scaledsign()", fixed(_SCALED), contractive=True, doc="scaled sign")
+
+
+@register("efsignsgd")
+def efsignsgd() -> Compressor:
+    """EF-signSGD: error feedback around the scaled sign, ef(scaledsign())."""
+    return ef(scaledsign())._replace(spec="efsignsgd()", doc="EF-signSGD")
+
+
+@register("onebit")
+def onebit() -> Compressor:
+    """1-bit quantization with two per-tensor scales (mean of + and - parts)."""
+    return Compressor("onebit()", fixed(_ONEBIT), doc="1-bit SGD quantizer")

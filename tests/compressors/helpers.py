@@ -1,0 +1,33 @@
+"""Shared fixtures-as-functions for compressor tests (JAX backend)."""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+import backends
+import compressors as C
+
+OPS = backends.get("jax")
+
+
+def gradient_tree(seed: int = 0, dtype=np.float32, scale: float = 1.0) -> dict:
+    """A pytree with a matrix, a vector, a scalar and an empty tensor."""
+    rng = np.random.default_rng(seed)
+    shapes = {"w": (12, 10), "b": (10,), "s": (), "e": (0,)}
+    return {k: OPS.asarray((rng.normal(size=s) * scale).astype(dtype)) for k, s in shapes.items()}
+
+
+def run(spec: str | C.Compressor, grads_per_worker: list, steps: int = 1, seed: int = 0):
+    """Run ``steps`` exchanges; returns (last mean estimate, states, bits)."""
+    comp = C.parse(spec)
+    states = [comp.init(OPS, g) for g in grads_per_worker]
+    out = bits = None
+    for step in range(steps):
+        active = comp.step(step)
+        keys = [C.make_keys(OPS, seed, step, r) for r in range(len(grads_per_worker))]
+        out, states, bits = C.exchange(OPS, active, grads_per_worker, states, keys)
+    return out, states, bits
+
+
+def payload_bits(payload) -> int:
+    return sum(int(np.asarray(a).nbytes) * 8 for a in jax.tree_util.tree_leaves(payload))
