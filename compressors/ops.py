@@ -168,3 +168,22 @@ class Ops(Protocol):
 OP_NAMES = tuple(
     name for name in Ops.__dict__ if not name.startswith("_") and callable(Ops.__dict__[name])
 )
+
+
+def reference_markdown() -> str:
+    """The ops reference (docs/ops.md) rendered from the docstrings above."""
+    import inspect
+
+    lines = ["# The ops namespace (reference)", "",
+             "Generated from `compressors/ops.py` by `python -m compressors.ops > docs/ops.md`;",
+             "a test fails when this file and the code disagree.", "",
+             inspect.cleandoc(__doc__ or ""), "", "## Operations", ""]
+    for name in OP_NAMES:
+        fn = Ops.__dict__[name]
+        sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+        lines += [f"### `{name}{sig}`", "", inspect.cleandoc(fn.__doc__ or ""), ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")
