@@ -16,7 +16,12 @@ def _root() -> None:
 
 
 # Each module registers its commands on `app` when imported.
-COMMAND_MODULES = ("kfsim.cli.compressors_cmd",)
+COMMAND_MODULES = (
+    "kfsim.cli.compressors_cmd",
+    "kfsim.cli.scale_cmd",
+    "kfsim.cli.advise_cmd",
+    "kfsim.cli.explain_cmd",
+)
 
 
 def main() -> None:

@@ -1,0 +1,235 @@
+"""``kfsim scale``: iteration time × workers × compressors (the README's first command).
+
+With no arguments it runs the seed's scenario: BERT-large on 4 nodes × 4
+RTX 3090 over 1 Gbit/s Ethernet, workers 2…1024, compressors none, fp16,
+int8, top-k 1 % + EF, PowerSGD rank 4, sign + EF.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+import compressors
+from kfsim.cli import app
+from kfsim.catalog import config as cfgmod
+from kfsim.catalog import get_device, get_link, seed_cluster
+from kfsim.sim import report
+from kfsim.sim.predict import as_model, predict_iteration, single_worker_time
+
+# Slot → candidate specs, first one registered wins (names changed while the library grew).
+DEFAULT_SLOTS = (
+    ("none()",),
+    ("fp16()",),
+    ("quantize(bits=8)", "int8()"),
+    ("ef(topk(ratio=0.01))",),
+    ("powersgd(rank=4)",),
+    ("efsignsgd()", "ef(scaledsign())", "ef(efsign())", "ef(signsgd())"),
+)
+
+
+def wide_console() -> Console:
+    """A console at least 120 columns wide (tables stay readable when piped)."""
+    return Console(width=max(Console().width, 120))
+
+
+def default_compressors() -> list[str]:
+    out = []
+    for slot in DEFAULT_SLOTS:
+        for spec in slot:
+            try:
+                compressors.parse(spec)
+                out.append(spec)
+                break
+            except ValueError:
+                continue
+    return out
+
+
+def resolve(config: Optional[Path], **flags):
+    """Config file (or the embedded default) with every given flag applied on top.
+    Returns (ScaleCfg, Cluster)."""
+    if config is not None:
+        cfg, cluster = cfgmod.load(config)
+        where = str(config)
+    else:
+        cfg, cluster, where = cfgmod.Config(), seed_cluster(), "flags"
+    sc = cfg.scale.model_dump()
+    for key in ("model", "workers", "compressors", "bucket_mb", "batch_per_worker", "network",
+                "bandwidths_gbps", "seed"):
+        if flags.get(key) is not None:
+            sc[key] = flags[key]
+    if flags.get("no_overlap"):
+        sc["overlap"] = False
+    try:
+        scale = cfgmod.ScaleCfg.model_validate(sc)
+    except Exception as exc:  # pydantic ValidationError: name the field
+        raise ValueError(cfgmod.format_errors(exc, where, "scale")) from None
+    cfgmod.check_scale(scale, where)
+    if flags.get("device"):
+        cluster = cluster._replace(device=get_device(flags["device"]))
+    if flags.get("intra"):
+        cluster = cluster._replace(intra=get_link(flags["intra"]))
+    if flags.get("inter"):
+        cluster = cluster._replace(inter=get_link(flags["inter"]))
+    if flags.get("inter_gbps") is not None:
+        if not flags["inter_gbps"] > 0:
+            raise ValueError(f"--inter-gbps must be > 0, got {flags['inter_gbps']}")
+        cluster = cluster._replace(inter=cluster.inter._replace(bandwidth=flags["inter_gbps"] * 1e9 / 8))
+    if flags.get("gpus_per_node") is not None:
+        if flags["gpus_per_node"] < 1:
+            raise ValueError(f"--gpus-per-node must be >= 1, got {flags['gpus_per_node']}")
+        cluster = cluster._replace(gpus_per_node=flags["gpus_per_node"])
+    if flags.get("collective"):
+        from kfsim.sim.algorithms import check_name
+        cluster = cluster._replace(collective=check_name(flags["collective"]))
+    if flags.get("interference") is not None:
+        if flags["interference"] < 1:
+            raise ValueError(f"--interference must be >= 1, got {flags['interference']}")
+        cluster = cluster._replace(interference=flags["interference"])
+    return scale, cluster
+
+
+def straggler_idle(p: int, compute_s: float, jitter: float, seed: int, draws: int = 64) -> float:
+    """E[max_i T_i] − E[T] for p log-normal compute times of mean compute_s and
+    coefficient of variation ``jitter`` (synchronous workers wait for the slowest)."""
+    if jitter <= 0 or p < 2:
+        return 0.0
+    sigma = np.sqrt(np.log1p(jitter**2))
+    rng = np.random.default_rng(seed)
+    x = rng.lognormal(np.log(compute_s) - sigma**2 / 2, sigma, size=(draws, p))
+    return float(x.max(axis=1).mean() - compute_s)
+
+
+def run_scale(scale, cluster, *, jitter: float = 0.0, progress: bool = True) -> list[dict]:
+    """All rows of the sweep (one per compressor × workers)."""
+    specs = scale.compressors or default_compressors()
+    model = as_model(scale.model)
+    t1 = single_worker_time(model, cluster, scale.batch_per_worker)
+    combos = [(s, w) for s in specs for w in scale.workers]
+    rows, base = [], {}
+    for spec, w in tqdm(combos, desc="kfsim scale", disable=not progress, leave=False):
+        b = predict_iteration(model, cluster, spec, w, batch_per_worker=scale.batch_per_worker,
+                              bucket_mb=scale.bucket_mb, overlap=scale.overlap, network=scale.network)
+        idle = straggler_idle(w, b.compute_s, jitter, scale.seed + w)
+        total = b.total_s + idle
+        rows.append({"compressor": spec, "spec": compressors.parse(spec).spec, "workers": w, "total_s": total, "compute_s": b.compute_s,
+                     "exposed_comm_s": b.exposed_comm_s, "codec_s": b.codec_s, "idle_s": b.idle_s + idle,
+                     "comm_s": b.comm_s, "mb_per_worker": b.bytes_per_worker / 1e6, "buckets": b.buckets,
+                     "rounds": b.rounds})
+        if spec == specs[0]:
+            base[w] = total
+    ref = {}
+    for r in rows:  # speedup over uncompressed ("none" if swept, else the first spec)
+        ref.setdefault(r["workers"], None)
+    none_spec = next((s for s in specs if s.startswith("none")), specs[0])
+    for r in rows:
+        if r["compressor"] == none_spec:
+            ref[r["workers"]] = r["total_s"]
+    for r in rows:
+        r["speedup_vs_none"] = ref[r["workers"]] / r["total_s"]
+        r["scaling_efficiency"] = t1 / r["total_s"]
+        r["samples_per_s"] = r["workers"] * (scale.batch_per_worker or model.batch) / r["total_s"]
+    return rows
+
+
+def print_tables(console: Console, rows: list[dict], scale, cluster, title: str) -> None:
+    specs = list(dict.fromkeys(r["compressor"] for r in rows))
+    workers = list(dict.fromkeys(r["workers"] for r in rows))
+    t = Table(title=title + " — seconds per iteration (speedup over none)", show_lines=False)
+    t.add_column("workers", justify="right")
+    for s in specs:
+        t.add_column(s, justify="right")
+    by = {(r["compressor"], r["workers"]): r for r in rows}
+    for w in workers:
+        t.add_row(str(w), *[f"{by[s, w]['total_s']:.3g} ({by[s, w]['speedup_vs_none']:.2g}×)" for s in specs])
+    console.print(t)
+    w0 = cluster.workers if cluster.workers in workers else workers[len(workers) // 2]
+    b = Table(title=f"breakdown at {w0} workers (seconds)")
+    for c in ("compressor", "total", "compute", "exposed comm", "codec", "idle", "MB/worker", "speedup",
+              "scaling eff."):
+        b.add_column(c, justify="right" if c != "compressor" else "left")
+    for s in specs:
+        r = by[s, w0]
+        b.add_row(s, f"{r['total_s']:.4g}", f"{r['compute_s']:.4g}", f"{r['exposed_comm_s']:.4g}",
+                  f"{r['codec_s']:.3g}", f"{r['idle_s']:.3g}", f"{r['mb_per_worker']:.4g}",
+                  f"{r['speedup_vs_none']:.3g}×", f"{r['scaling_efficiency']:.1%}")
+    console.print(b)
+
+
+def _csv_ints(text: Optional[str]) -> Optional[list[int]]:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ValueError(f"--workers: expected comma-separated integers, got {text!r}") from None
+
+
+def _csv_floats(text: Optional[str], flag: str) -> Optional[list[float]]:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command("scale")
+def scale_command(
+    model: Optional[str] = typer.Option(None, help="catalog model (bert-large, resnet-50, gpt2-xl, ...)"),
+    workers: Optional[str] = typer.Option(None, help="comma-separated worker counts, e.g. 2,4,8,16"),
+    compressor: Optional[List[str]] = typer.Option(None, "--compressor", "-c",
+                                                   help="compressor spec (repeat the flag for several)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML/YAML config or calibrated cluster profile"),
+    device: Optional[str] = typer.Option(None, help="accelerator from the catalog (rtx3090, a100, h100, ...)"),
+    intra: Optional[str] = typer.Option(None, help="intra-node link from the catalog (pcie4, nvlink4, ...)"),
+    inter: Optional[str] = typer.Option(None, help="inter-node link from the catalog (1gbe, 100gbe, ib-ndr, ...)"),
+    inter_gbps: Optional[float] = typer.Option(None, help="inter-node bandwidth in Gbit/s (overrides --inter)"),
+    gpus_per_node: Optional[int] = typer.Option(None, help="devices per node"),
+    collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
+    bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MB (default 25)"),
+    batch: Optional[int] = typer.Option(None, help="batch per worker (default: the model's catalog batch)"),
+    network: Optional[str] = typer.Option(None, help="analytical (closed forms) or flow (max-min flows)"),
+    no_overlap: bool = typer.Option(False, "--no-overlap", help="communicate after backward, not during"),
+    interference: Optional[float] = typer.Option(None, help="backward slowdown while communicating (>= 1)"),
+    jitter: float = typer.Option(0.0, help="compute-time coefficient of variation (stragglers; seeded)"),
+    seed: Optional[int] = typer.Option(None, help="random seed (stragglers)"),
+    out: Path = typer.Option(Path("results/scale"), help="output folder for CSV, JSON and PNG"),
+    plot: bool = typer.Option(True, help="write the PNG plot"),
+    quiet: bool = typer.Option(False, help="no tables or progress bar"),
+) -> None:
+    """Sweep workers × compressors: time per iteration, breakdown, speedup, scaling efficiency."""
+    console = wide_console()
+    try:
+        scale, cluster = resolve(config, model=model, workers=_csv_ints(workers),
+                                 compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
+                                 batch_per_worker=batch, network=network, seed=seed, no_overlap=no_overlap,
+                                 device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,
+                                 collective=collective, interference=interference)
+        if jitter < 0:
+            raise ValueError(f"--jitter must be >= 0, got {jitter}")
+        t0 = time.perf_counter()
+        rows = run_scale(scale, cluster, jitter=jitter, progress=not quiet)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    elapsed = time.perf_counter() - t0
+    title = (f"{scale.model} on {cluster.device.name}, {cluster.gpus_per_node}/node, "
+             f"{cluster.inter.name} {cluster.inter.bandwidth * 8 / 1e9:g} Gbit/s, {cluster.collective}")
+    if not quiet:
+        print_tables(console, rows, scale, cluster, title)
+    meta = {"command": "kfsim scale", "scale": scale.model_dump(), "cluster": cfgmod.cluster_dict(cluster),
+            "jitter": jitter, "elapsed_s": elapsed}
+    out.mkdir(parents=True, exist_ok=True)
+    files = [report.write_csv(out / "scale.csv", rows), report.write_json(out / "scale.json", meta, rows)]
+    if plot:
+        files.append(report.plot_scale(out / "scale.png", rows, title))
+    if not quiet:
+        console.print(f"{len(rows)} configurations in {elapsed:.2f} s → " + ", ".join(str(f) for f in files))

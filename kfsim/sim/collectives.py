@@ -1,0 +1,176 @@
+"""Closed-form α-β-γ costs of collectives, vectorised over numpy arrays.
+
+Notation (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009):
+p ranks, n bytes per rank, α latency per message (s), β = 1/bandwidth
+(s/byte), γ reduction cost per byte (s/byte). Every function broadcasts its
+arguments like a numpy ufunc, so a sweep over 10⁶ configurations is one call.
+
+    ring all-reduce           2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ
+    ring reduce-scatter       (p−1)α + (p−1)/p·nβ + (p−1)/p·nγ
+    ring all-gather (m each)  (p−1)α + (p−1)·mβ
+    halving-doubling (Rabenseifner)  2·log₂p·α + 2(p−1)/p·nβ + (p−1)/p·nγ
+    recursive doubling        log₂p·(α + nβ + nγ)
+    binary tree, k chunks     2(log₂p + k − 1)(α + nβ/k)   (k=1: unpipelined)
+    double binary tree (NCCL) 2·log₂p·α + 2nβ... (two trees, each half the data,
+                              pipelined: the k→∞ limit of the line above)
+    parameter server (s servers)   2α + 2·max(1, p/s)·nβ
+    hierarchical (g per node, m nodes)
+        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)β₂
+    mccl (MindSpore CPU "echo ring"): the ring, but each message is echoed
+        back to its sender as acknowledgement, so every step costs a round trip
+        and each rank's link carries twice the bytes:
+        2(p−1)·(2α + 2(n/p)β)  (all-reduce),  (p−1)·(2α + 2mβ)  (all-gather)
+
+A single rank (p = 1) costs nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+ArrayLike = "float | np.ndarray"
+
+
+def _f(*xs):
+    return [np.asarray(x, dtype=np.float64) for x in xs]
+
+
+def _one(p, t):
+    """Zero cost where p <= 1 (nothing to exchange)."""
+    return np.where(p > 1, t, 0.0)
+
+
+def _log2(p):
+    return np.log2(np.maximum(p, 1.0))
+
+
+def ring_allreduce(p, n, alpha, beta, gamma=0.0):
+    """2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ (Patarasuk & Yuan 2009)."""
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    f = (p - 1) / np.maximum(p, 1)
+    return _one(p, 2 * (p - 1) * a + 2 * f * n * b + f * n * g)
+
+
+def ring_reduce_scatter(p, n, alpha, beta, gamma=0.0):
+    """(p−1)α + (p−1)/p·nβ + (p−1)/p·nγ; n is the full vector per rank."""
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    f = (p - 1) / np.maximum(p, 1)
+    return _one(p, (p - 1) * a + f * n * b + f * n * g)
+
+
+def ring_allgather(p, m, alpha, beta):
+    """(p−1)α + (p−1)·mβ; each rank contributes m bytes, receives (p−1)m."""
+    p, m, a, b = _f(p, m, alpha, beta)
+    return _one(p, (p - 1) * (a + m * b))
+
+
+def halving_doubling_allreduce(p, n, alpha, beta, gamma=0.0):
+    """Rabenseifner: 2·log₂p·α + 2(p−1)/p·nβ + (p−1)/p·nγ (p a power of two;
+    other p are charged ⌈log₂p⌉ latency rounds)."""
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    f = (p - 1) / np.maximum(p, 1)
+    return _one(p, 2 * np.ceil(_log2(p)) * a + 2 * f * n * b + f * n * g)
+
+
+def recursive_doubling_allreduce(p, n, alpha, beta, gamma=0.0):
+    """log₂p·(α + nβ + nγ): best for tiny messages."""
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    return _one(p, np.ceil(_log2(p)) * (a + n * b + n * g))
+
+
+def recursive_doubling_allgather(p, m, alpha, beta):
+    """⌈log₂p⌉α + (p−1)·mβ."""
+    p, m, a, b = _f(p, m, alpha, beta)
+    return _one(p, np.ceil(_log2(p)) * a + (p - 1) * m * b)
+
+
+def tree_allreduce(p, n, alpha, beta, gamma=0.0, chunks=1):
+    """Binary-tree reduce + broadcast in k chunks: 2(⌈log₂p⌉ + k − 1)(α + nβ/k) + nγ."""
+    p, n, a, b, g, k = _f(p, n, alpha, beta, gamma, chunks)
+    k = np.maximum(k, 1.0)
+    return _one(p, 2 * (np.ceil(_log2(p)) + k - 1) * (a + n * b / k) + n * g)
+
+
+def double_binary_tree_allreduce(p, n, alpha, beta, gamma=0.0):
+    """NCCL's double binary tree, pipelined: ≈ 2·⌈log₂p⌉·α + 2nβ + nγ.
+
+    Two complementary trees each carry half the data; with fine pipelining
+    every rank sends and receives ≈ n bytes in each of reduce and broadcast.
+    """
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    return _one(p, 2 * np.ceil(_log2(p)) * a + 2 * n * b + n * g)
+
+
+def parameter_server(p, n, alpha, beta, servers=None, gamma=0.0):
+    """Push + pull through s servers: 2α + 2·max(1, p/s)·nβ (+ p·n/s·γ at the server).
+
+    ``servers=None`` means co-located shards (s = p, every worker serves 1/p
+    of the model): 2α + 2(p−1)/p·nβ, the bandwidth of a ring.
+    """
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    if servers is None:
+        f = (p - 1) / np.maximum(p, 1)
+        return _one(p, 2 * a + 2 * f * n * b + f * n * g)
+    (s,) = _f(servers)
+    load = np.maximum(1.0, p / np.maximum(s, 1.0))
+    return 2 * a + 2 * load * n * b + p / np.maximum(s, 1.0) * n * g
+
+
+def parameter_server_gather(p, m, alpha, beta, servers=None):
+    """Gather-law exchange through servers: each worker pushes m bytes, the
+    servers relay all p payloads back (pull p·m). Dedicated servers' links
+    carry p·m/s in and p²·m/s out:  2α + max(m, pm/s)β + max(pm, p²m/s)β.
+    Co-located (s = p): 2α + (p−1)/p·(m + p·m)β."""
+    p, m, a, b = _f(p, m, alpha, beta)
+    if servers is None:
+        f = (p - 1) / np.maximum(p, 1)
+        return _one(p, 2 * a + f * (m + p * m) * b)
+    (s,) = _f(servers)
+    s = np.maximum(s, 1.0)
+    return 2 * a + np.maximum(m, p * m / s) * b + np.maximum(p * m, p * p * m / s) * b
+
+
+def hierarchical_allreduce(g, m, n, alpha1, beta1, alpha2, beta2, gamma=0.0):
+    """Two-level all-reduce (Goyal et al. 2017; Horovod hierarchical):
+    reduce-scatter inside each node (g devices), all-reduce of the n/g shard
+    across the m nodes, all-gather inside the node:
+
+        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)β₂  (+ γ terms)
+    """
+    g, m, n, a1, b1, a2, b2, gm = _f(g, m, n, alpha1, beta1, alpha2, beta2, gamma)
+    fg = (g - 1) / np.maximum(g, 1)
+    fm = (m - 1) / np.maximum(m, 1)
+    intra = 2 * ((g - 1) * a1 + fg * n * b1) + fg * n * gm
+    inter = 2 * (m - 1) * a2 + 2 * fm * (n / np.maximum(g, 1)) * b2 + fm * n / np.maximum(g, 1) * gm
+    return intra + inter
+
+
+def hierarchical_allgather(g, m, msg, alpha1, beta1, alpha2, beta2):
+    """Two-level all-gather: gather inside the node, ring all-gather of the
+    node blocks (g·msg bytes) across nodes, broadcast the (m−1)·g·msg foreign
+    bytes inside the node (pipelined):
+        (g−1)(α₁ + msg·β₁) + (m−1)(α₂ + g·msg·β₂) + [m>1]((g−1)α₁ + (m−1)g·msg·β₁)
+    """
+    g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+    intra = (g - 1) * (a1 + x * b1)
+    inter = (m - 1) * (a2 + g * x * b2)
+    bcast = np.where((m > 1) & (g > 1), (g - 1) * a1 + (m - 1) * g * x * b1, 0.0)
+    return intra + inter + bcast
+
+
+def mccl_allreduce(p, n, alpha, beta, gamma=0.0):
+    """MindSpore CPU echo ring: 2(p−1)·(2α + 2(n/p)β) + (p−1)/p·nγ."""
+    p, n, a, b, g = _f(p, n, alpha, beta, gamma)
+    f = (p - 1) / np.maximum(p, 1)
+    return _one(p, 2 * (p - 1) * (2 * a + 2 * n / np.maximum(p, 1) * b) + f * n * g)
+
+
+def mccl_allgather(p, m, alpha, beta):
+    """MindSpore CPU echo ring all-gather: (p−1)·(2α + 2mβ)."""
+    p, m, a, b = _f(p, m, alpha, beta)
+    return _one(p, (p - 1) * (2 * a + 2 * m * b))
+
+
+def bus_bandwidth(alg_bandwidth, p):
+    """nccl-tests convention: busbw = algbw × 2(p−1)/p for all-reduce."""
+    alg_bandwidth, p = _f(alg_bandwidth, p)
+    return alg_bandwidth * 2 * (p - 1) / np.maximum(p, 1)

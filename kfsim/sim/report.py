@@ -1,0 +1,83 @@
+"""Writing sweep results: CSV, JSON (with the inputs that reproduce them), PNG plots."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def write_csv(path: Path, rows: Sequence[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def write_json(path: Path, meta: dict, rows: Sequence[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=1))
+    return path
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_scale(path: Path, rows: Sequence[dict], title: str) -> Path:
+    """Time per iteration and scaling efficiency versus workers, one line per compressor."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for spec in dict.fromkeys(r["compressor"] for r in rows):
+        rs = [r for r in rows if r["compressor"] == spec]
+        x = [r["workers"] for r in rs]
+        a1.plot(x, [r["total_s"] for r in rs], marker="o", label=spec)
+        a2.plot(x, [r["scaling_efficiency"] for r in rs], marker="o", label=spec)
+    for a in (a1, a2):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("workers")
+        a.grid(True, alpha=0.3)
+    a1.set_yscale("log")
+    a1.set_ylabel("time per iteration (s)")
+    a2.set_ylabel("scaling efficiency (T₁ / Tₚ)")
+    a2.set_ylim(0, 1.05)
+    a1.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_heatmap(path: Path, speedup: np.ndarray, bandwidths_gbps: Sequence[float], workers: Sequence[int],
+                 title: str) -> Path:
+    """Speedup over uncompressed (bandwidth rows × worker columns), log colour scale centred on 1."""
+    plt = _plt()
+    from matplotlib.colors import TwoSlopeNorm
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(workers), 1.2 + 0.45 * len(bandwidths_gbps)))
+    lg = np.log2(np.clip(speedup, 1e-6, None))
+    lim = max(float(np.abs(lg).max()), 0.1)
+    im = ax.imshow(lg, cmap="RdYlGn", norm=TwoSlopeNorm(0.0, -lim, lim), aspect="auto", origin="lower")
+    for i in range(len(bandwidths_gbps)):
+        for j in range(len(workers)):
+            ax.text(j, i, f"{speedup[i, j]:.2g}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(workers)), [str(w) for w in workers])
+    ax.set_yticks(range(len(bandwidths_gbps)), [f"{b:g}" for b in bandwidths_gbps])
+    ax.set_xlabel("workers")
+    ax.set_ylabel("inter-node bandwidth (Gbit/s)")
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label("log₂ speedup over uncompressed")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
