@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "kfsim.cli.scale_cmd",
     "kfsim.cli.advise_cmd",
     "kfsim.cli.explain_cmd",
+    "kfsim.cli.train_cmd",
+    "kfsim.cli.study_cmd",
 )
 
 

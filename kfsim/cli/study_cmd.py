@@ -1,0 +1,68 @@
+"""``kfsim study``: regenerate the technique table from real simulated runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kfsim.cli import app
+
+
+def _fmt(v, pct=False):
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:+.2%}" if pct else f"{v:.4g}"
+    return str(v)
+
+
+@app.command("study")
+def study(
+    out: Path = typer.Option(Path("study-out"), "--out", "-o", help="output directory (CSV, PNG, run records)"),
+    spec: Optional[List[str]] = typer.Option(None, "--spec", "-c",
+                                             help="compressor spec (repeatable; default: the technique table)"),
+    task: str = typer.Option("fmnist-mlp", help="fmnist-mlp, fmnist-cnn or kjv-charlm"),
+    workers: int = typer.Option(4, "--workers", "-n"),
+    batch: int = typer.Option(128, help="global batch"),
+    steps: int = typer.Option(600, help="iterations per compressor"),
+    lr: float = typer.Option(0.1),
+    momentum: float = typer.Option(0.0),
+    seed: int = typer.Option(0),
+    eval_every: int = typer.Option(25, help="evaluate every N steps (time-to-accuracy resolution)"),
+    limit_test: Optional[int] = typer.Option(None, help="evaluate on the first N test samples"),
+    target: float = typer.Option(0.78, help="target accuracy for time-to-accuracy"),
+    bandwidth: Optional[List[float]] = typer.Option(None, "--bandwidth", "-b",
+                                                    help="Gbit/s (repeatable; default 1 and 10)"),
+    cluster: str = typer.Option("nodes", help="'nodes' (one RTX 3090 per node), 'seed' or a profile file"),
+) -> None:
+    """Train once per compressor; report ratio, accuracy, time per iteration, speedup and time-to-accuracy."""
+    from kfsim.data import DataUnavailable
+    from kfsim.train import study as st
+
+    cfg = st.StudyConfig(task=task, specs=tuple(spec) if spec else st.DEFAULT_SPECS, workers=workers, batch=batch,
+                         steps=steps, lr=lr, momentum=momentum, seed=seed, eval_every=eval_every,
+                         limit_test=limit_test, target_accuracy=target,
+                         bandwidths=tuple(bandwidth) if bandwidth else st.DEFAULT_BANDWIDTHS, cluster=cluster)
+    console = Console(width=160)
+    try:
+        from kfsim.train.config import RunConfig
+
+        RunConfig(task=task, workers=workers, batch=batch, steps=steps, lr=lr, momentum=momentum, seed=seed,
+                  eval_every=eval_every, target_accuracy=target)
+        rows = st.run_study(cfg, out, log=console.print)
+    except (ValueError, DataUnavailable) as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    table = Table(title=f"kfsim study: {task}, {workers} workers, {steps} steps, target {target:.0%}")
+    cols = st.columns(cfg.bandwidths)[:-3]
+    for c in cols:
+        table.add_column(c, justify="left" if c == "compressor" else "right")
+    for r in rows:
+        table.add_row(*[_fmt(r.get(c), pct=(c == "accuracy_diff")) for c in cols])
+    console.print(table)
+    console.print(f"wrote {out / 'study.csv'}, {out / 'accuracy_vs_time.png'}, {out / 'study.json'}, {out / 'runs'}/")

@@ -1,0 +1,84 @@
+"""Configuration of one simulated training run (validated; JSON round-trip)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from kfsim.train import optim, tasks
+
+MODES = ("sync", "async")
+GRAD_MODES = ("loop", "vmap")
+EXCHANGES = ("loop", "vmap")
+BACKENDS = ("jax", "jax-numba")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    task: str = "fmnist-mlp"
+    compressor: str = "none()"
+    workers: int = 4
+    batch: int = 128              # global batch; worker r takes samples [r::workers]
+    lr: float = 0.1
+    momentum: float = 0.0
+    steps: int = 200              # sync: iterations; async: applied updates
+    seed: int = 0
+    eval_every: int = 50          # evaluate on the test split every this many steps (and at the end)
+    limit_train: int | None = None
+    limit_test: int | None = None
+    target_accuracy: float | None = None
+    backend: str = "jax"                  # "jax-numba": JAX with the Numba radix-select top_k
+    grad_mode: str = "loop"               # per-worker gradients: "loop" (unrolled) or "vmap"
+    exchange: str = "loop"                # "loop": compressors.exchange.exchange; "vmap": vectorised over workers
+    server_compressor: str | None = None  # parameter-server mode: compress the reply too
+    collective: str | None = None         # timing: ring, tree, rhd, hierarchical, ps, mccl (default: cluster's)
+    cluster: str = "nodes"                # "nodes": one RTX 3090 per node on 1 GbE; "seed"; a profile file
+    bandwidth_gbit: float | None = None   # override the cluster's inter-node bandwidth
+    mode: str = "sync"
+    staleness: int | None = None          # async: None = fully async, 0 = synchronous rounds, s = SSP bound
+    jitter: float = 0.0                   # async: compute time x LogNormal(0, jitter)
+
+    def __post_init__(self):
+        if self.task not in tasks.TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(tasks.TASKS)}")
+        for name in ("workers", "batch", "steps", "eval_every"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.batch % self.workers:
+            raise ValueError(f"batch {self.batch} must be divisible by workers {self.workers} (equal shards)")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        optim.check(self.lr, self.momentum)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.grad_mode not in GRAD_MODES:
+            raise ValueError(f"grad_mode must be one of {GRAD_MODES}, got {self.grad_mode!r}")
+        if self.exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.mode == "async" and self.exchange != "loop":
+            raise ValueError("async mode uses exchange='loop' (one worker at a time)")
+        if self.staleness is not None and (not isinstance(self.staleness, int) or self.staleness < 0):
+            raise ValueError(f"staleness must be None or an int >= 0, got {self.staleness!r}")
+        if self.mode == "sync" and self.staleness is not None:
+            raise ValueError("staleness applies to mode='async' only")
+        if self.mode == "async" and self.server_compressor is not None:
+            raise ValueError("server_compressor is supported in sync (parameter-server) mode only")
+        if not (self.jitter >= 0 and math.isfinite(self.jitter)):
+            raise ValueError(f"jitter must be >= 0, got {self.jitter!r}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy!r}")
+        if self.bandwidth_gbit is not None and not (self.bandwidth_gbit > 0):
+            raise ValueError(f"bandwidth_gbit must be > 0, got {self.bandwidth_gbit!r}")
+
+    def replace(self, **kw) -> "RunConfig":
+        return dataclasses.replace(self, **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        return cls(**d)

@@ -1,0 +1,190 @@
+"""The technique study: train once per compressor, time at two bandwidths.
+
+For every compressor spec a synchronous run with real numerics is made (same
+seed, data order and hyper-parameters). From the run we report:
+
+* compression ratio = dense fp32 bytes of the model / bytes one worker sends
+  per iteration (all tensors, all rounds);
+* final test accuracy and its difference from the uncompressed run;
+* time per iteration T_b from the timing simulator at each bandwidth b
+  (default 1 and 10 Gbit/s) and speedup_b = T_b(none) / T_b(compressor);
+* time-to-accuracy at b: sum of T_b over the iterations up to the first
+  evaluation reaching the target (the numerics do not depend on b, so one
+  run serves every bandwidth).
+
+Every number comes from these runs; nothing is copied from elsewhere.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
+
+import compressors
+from kfsim.train import loop, tasks, timing
+from kfsim.train.config import RunConfig
+
+DEFAULT_SPECS = (
+    "none()",
+    "quantize(bits=8)",          # int8 stochastic rounding
+    "topk(ratio=0.01)",
+    "ef(topk(ratio=0.01))",
+    "ef(quantize(bits=4))",
+    "ef(quantize(bits=8))",
+    "powersgd(rank=2)",          # EF + warm start by default
+    "powersgd(rank=4)",
+    "signsgd()",
+    "efsignsgd()",
+)
+DEFAULT_BANDWIDTHS = (1.0, 10.0)
+BASELINE = "none()"
+
+
+class StudyConfig(NamedTuple):
+    task: str = "fmnist-mlp"
+    specs: tuple = DEFAULT_SPECS
+    workers: int = 4
+    batch: int = 128
+    steps: int = 600
+    lr: float = 0.1
+    momentum: float = 0.0
+    seed: int = 0
+    eval_every: int = 25
+    limit_test: int | None = None
+    target_accuracy: float = 0.78
+    bandwidths: tuple = DEFAULT_BANDWIDTHS
+    cluster: str = timing.NODES
+
+
+def check_specs(specs: Sequence[str]) -> list[str]:
+    """Canonical spec strings; ValueError naming any unknown one."""
+    out, bad = [], []
+    for s in specs:
+        try:
+            out.append(compressors.parse(s).spec)
+        except ValueError as exc:
+            bad.append(f"{s}: {exc}")
+    if bad:
+        raise ValueError("unknown compressor spec(s):\n  " + "\n  ".join(bad) + "\n(see `kfsim compressors`)")
+    return out
+
+
+def ratio(spec: str, model: str) -> float:
+    from kfsim.train import models
+
+    comp = compressors.parse(spec)
+    shapes = models.get(model).shapes.values()
+    dense = sum(math.prod(s) for s in shapes) * 32
+    sent = sum(comp.wire_bits(s) for s in shapes)
+    return dense / sent if sent else math.inf
+
+
+def iteration_times(spec: str, model: str, cfg: StudyConfig, bandwidth: float, steps: int) -> list[float]:
+    comp = compressors.parse(spec)
+    cl = timing.cluster(cfg.cluster, bandwidth, cfg.workers)
+    clock = timing.Clock(model, spec, cfg.workers, cfg.batch, cl)
+    return [clock.iteration(comp, t) for t in range(steps)]
+
+
+def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], None] = print) -> list[dict]:
+    """Run every spec, write ``study.csv``, ``study.json``, ``accuracy_vs_time.png``
+    and one run record per compressor under ``runs/``; return the rows."""
+    out = Path(out_dir)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    canon = check_specs(cfg.specs)
+    specs = list(cfg.specs)
+    if compressors.parse(BASELINE).spec not in canon:
+        specs = [BASELINE] + specs  # differences and speedups need the baseline
+    if not cfg.bandwidths:
+        raise ValueError("study needs at least one bandwidth")
+    task = tasks.load(cfg.task, None, cfg.limit_test)
+    model = tasks.TASKS[cfg.task]
+    rows, curves = [], {}
+    for i, spec in enumerate(specs):
+        rc = RunConfig(task=cfg.task, compressor=spec, workers=cfg.workers, batch=cfg.batch, steps=cfg.steps,
+                       lr=cfg.lr, momentum=cfg.momentum, seed=cfg.seed, eval_every=cfg.eval_every,
+                       limit_test=cfg.limit_test, target_accuracy=cfg.target_accuracy, cluster=cfg.cluster,
+                       bandwidth_gbit=cfg.bandwidths[0])
+        t0 = time.perf_counter()
+        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{_slug(spec)}.jsonl"), task=task)
+        row = {"compressor": spec, "ratio": ratio(spec, model),
+               "final_accuracy": res.summary["final_accuracy"],
+               "final_train_loss": res.summary["final_train_loss"],
+               "diverged": res.summary["diverged"], "tta_step": res.summary["time_to_accuracy_step"]}
+        for b in cfg.bandwidths:
+            times = iteration_times(spec, model, cfg, b, len(res.steps))
+            row[f"iter_s@{b:g}G"] = sum(times) / len(times)
+            row[f"tta_s@{b:g}G"] = None if row["tta_step"] is None else sum(times[:row["tta_step"] + 1])
+            curves.setdefault(b, {})[spec] = _curve(res.steps, times)
+        row["wall_s"] = time.perf_counter() - t0
+        rows.append(row)
+        log(f"[{i + 1}/{len(specs)}] {spec}: accuracy {row['final_accuracy']:.4f}, ratio {row['ratio']:.1f}x, "
+            f"{row['wall_s']:.0f}s wall")
+    base = next(r for r in rows if compressors.parse(r["compressor"]).spec == compressors.parse(BASELINE).spec)
+    for r in rows:
+        r["accuracy_diff"] = r["final_accuracy"] - base["final_accuracy"]
+        for b in cfg.bandwidths:
+            r[f"speedup@{b:g}G"] = base[f"iter_s@{b:g}G"] / r[f"iter_s@{b:g}G"]
+    write_csv(out / "study.csv", rows, cfg.bandwidths)
+    (out / "study.json").write_text(json.dumps({"config": cfg._asdict(), "rows": rows}, indent=1, default=str))
+    plot(out / "accuracy_vs_time.png", curves, cfg)
+    return rows
+
+
+def _curve(steps, times):
+    """(simulated seconds, accuracy) at each evaluation."""
+    pts, clock = [], 0.0
+    for s, t in zip(steps, times):
+        clock += t
+        if s.accuracy is not None:
+            pts.append((clock, s.accuracy))
+    return pts
+
+
+def _slug(spec: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in spec).strip("_")
+
+
+def columns(bandwidths) -> list[str]:
+    cols = ["compressor", "ratio", "final_accuracy", "accuracy_diff"]
+    for b in bandwidths:
+        cols += [f"iter_s@{b:g}G", f"speedup@{b:g}G"]
+    for b in bandwidths:
+        cols.append(f"tta_s@{b:g}G")
+    return cols + ["tta_step", "final_train_loss", "diverged", "wall_s"]
+
+
+def write_csv(path: Path, rows: list[dict], bandwidths) -> None:
+    cols = columns(bandwidths)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
+
+
+def plot(path: Path, curves: dict, cfg: StudyConfig) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bws = list(curves)
+    fig, axes = plt.subplots(1, len(bws), figsize=(6.5 * len(bws), 4.5), squeeze=False)
+    for ax, b in zip(axes[0], bws):
+        for spec, pts in curves[b].items():
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=spec)
+        ax.axhline(cfg.target_accuracy, color="grey", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"simulated time (s), {b:g} Gbit/s, {cfg.workers} workers")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"{cfg.task}: accuracy vs simulated time")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
