@@ -278,10 +278,14 @@ def single_round(
 
 
 def mean_of(ops: Ops, total: Array, n: int) -> Array:
-    """total / n in the compute dtype, cast back to total's dtype."""
+    """total * (1/n) in the compute dtype, cast back to total's dtype.
+
+    A multiplication by the rounded reciprocal, not a division: XLA rewrites
+    division by a constant that way, so every backend must, to agree bit
+    for bit."""
     if n == 1:
         return total
-    return ops.astype(upcast(ops, total) / n, total.dtype)
+    return ops.astype(upcast(ops, total) * (1.0 / n), total.dtype)
 
 
 def fixed(leaf: Leaf):

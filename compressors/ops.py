@@ -8,12 +8,20 @@ conformance suite proves they agree bit for bit.
 
 Array protocol (usable directly on arrays):
     ``+ - * /`` and unary ``-`` between arrays of one dtype, or an array and a
-    Python scalar (the array's dtype wins); comparisons ``< <= > >= ==``;
+    Python scalar (the array's dtype wins), broadcasting NumPy-style (0-d and
+    ``(nb, 1)`` operands); comparisons ``< <= > >= ==`` (broadcasting too);
     ``& | ^ ~`` on bool and uint32; ``<< >>`` on uint32 with shift < 32;
     ``.shape``, ``.dtype``, ``.ndim``, ``.size``; static indexing ``x[i]`` and
     slicing ``x[a:b]`` with Python ints. ``maximum``, ``minimum`` and
     ``where`` also take a Python scalar or a 0-d array for an array
     argument (broadcast, in the other argument's dtype).
+
+Bit-exactness across backends holds for this protocol with two caveats a
+compressor author must respect: never divide by a non-constant *broadcast*
+scale when exact agreement matters (XLA turns ``x / c`` into ``x * (1/c)``;
+multiply by a reciprocal yourself), and expect ``jax.jit`` to fuse ``a*b + c``
+into one fused multiply-add and to flush float32 subnormals to zero, so
+jitted and eager results may differ in the last bit.
 
 Dtypes are NumPy dtype objects (``np.float32``, ``np.uint32``;
 ``ml_dtypes.bfloat16`` for bf16). Shapes are static Python tuples; every
@@ -95,12 +103,13 @@ class Ops(Protocol):
         frexp(0) = (0, 0); non-finite x gives mantissa x (exponent unspecified)."""
 
     def ldexp(self, m: Array, e: Array) -> Array:
-        """m * 2**e exactly (int32 e)."""
+        """m * 2**e exactly (int32 e; m and e broadcast)."""
 
     def astype(self, x: Array, dtype: Any) -> Array:
         """Convert dtype. Float -> integer *saturates* to the integer range
         after truncation toward zero, and NaN becomes 0. Float -> float rounds
-        to nearest even (IEEE). Integer -> integer keeps the low bits."""
+        to nearest even (IEEE). Integer -> integer keeps the low bits. Bool ->
+        number gives 0 or 1."""
 
     def bitcast(self, x: Array, dtype: Any) -> Array:
         """Reinterpret the bits as another dtype of the same width."""

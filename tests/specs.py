@@ -36,12 +36,3 @@ EXAMPLE_SPECS = [
     "filter(topk(ratio=0.1), min_size=50, min_ndim=2)",
     "warmup(ef(topk(ratio=0.1)), steps=1)",
 ]
-
-# Compressors whose mean estimate is unbiased (E[C(x)] = x) in a single round.
-UNBIASED_SPECS = [
-    "quantize(bits=3, bucket=50)",
-    "qsgd(levels=4, bucket=0)",
-    "terngrad()",
-    "natural()",
-    "randomk(ratio=0.2)",
-]

@@ -1,0 +1,70 @@
+"""Random-k sparsification with shared indices (Stich et al. 2018; Wangni et al. 2018).
+
+    S = k = ceil(ratio · d) indices, uniform without replacement, drawn from
+        the *shared* key, so every worker picks the same S
+    C(x)_i = (d/k) · x_i  if i ∈ S else 0    (scale=True:  E[C(x)] = x, unbiased)
+    C(x)_i = x_i          if i ∈ S else 0    (scale=False: E||C(x) - x||^2 = (1 - k/d)||x||^2,
+                                              the contraction error feedback wants)
+
+S is the top k of d random 31-bit integers (random_bits >> 1, as int32);
+ties (each pair equal with probability 2^-31) go to the lower index, the
+only departure from exactly uniform. Because S is shared, payloads are
+summable: an all-reduce adds the x_S of all workers (Law.SUM).
+
+Wire format: values x.dtype[k] = x_S, unscaled (d/k is applied when
+decoding, so an fp16 payload does not overflow on the wire). The state
+keeps this step's S (int32[k]) for decoding; it is rewritten every step.
+
+Non-finite input: a NaN or ±inf anywhere in x (selected or not) makes every
+sent value NaN (max|x| · 0 is added to the values), so the decoded tensor is
+NaN on S and never silently finite.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compressors import _quant as Q
+from compressors.core import Compressor, Law, Leaf, Round, check, dtype_bits, fixed, upcast
+from compressors.registry import canonical, register
+from compressors.topk import densify, keep_count
+
+
+def _randomk_leaf(ratio: float, scale: bool) -> Leaf:
+    def init(ops, x):
+        return ops.zeros((keep_count(ratio, x.size),), np.int32)
+
+    def encode(ops, x, state, keys, received, r):
+        flat = ops.reshape(x, (-1,))
+        k = keep_count(ratio, flat.size)
+        if k == 0:
+            return flat, state
+        draws = ops.bitcast(ops.random_bits(keys.shared, flat.shape) >> 1, np.int32)
+        _, idx = ops.top_k(draws, k)
+        return ops.gather(flat, idx) + Q.poison(ops, flat, x.dtype), idx
+
+    def expand(ops, values, idx, x, divisor):
+        factor = (x.size / max(idx.size, 1) if scale else 1.0) / divisor
+        return densify(ops, (ops.astype(upcast(ops, values) * factor, x.dtype), idx), x)
+
+    def local(ops, x, state, own, received):
+        return expand(ops, own[0], state, x, 1)
+
+    def decode(ops, x, state, own, received, n):
+        return expand(ops, received[0], state, x, n), state
+
+    def plan(shape, dtype):
+        return (Round(Law.SUM, keep_count(ratio, math.prod(shape)) * dtype_bits(dtype)),)
+
+    return Leaf(init, encode, local, decode, plan)
+
+
+@register("randomk")
+def randomk(ratio: float = 0.01, scale: bool = True) -> Compressor:
+    """Random-k with shared indices (summable); scaled by d/k it is unbiased."""
+    check(isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= 1,
+          f"randomk: ratio must be in (0, 1], got {ratio!r}")
+    check(isinstance(scale, bool), f"randomk: scale must be True or False, got {scale!r}")
+    return Compressor(canonical("randomk", ratio=ratio, scale=scale), fixed(_randomk_leaf(float(ratio), scale)),
+                      unbiased=scale, contractive=not scale, doc="random-k sparsification (shared indices)")
