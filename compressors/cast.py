@@ -24,13 +24,13 @@ def _cast_leaf(wire_dtype) -> "Leaf":  # noqa: F821
     )
 
 
-@register("fp16")
+@register("fp16", paper="Micikevicius et al. 2018 (mixed precision)")
 def fp16() -> Compressor:
     """Cast to IEEE half precision (2x vs fp32); summable."""
     return Compressor("fp16()", fixed(_cast_leaf(np.float16)), doc="half-precision cast")
 
 
-@register("bf16")
+@register("bf16", paper="Kalamkar et al. 2019")
 def bf16() -> Compressor:
     """Cast to bfloat16 (2x vs fp32, fp32's exponent range); summable."""
     return Compressor("bf16()", fixed(_cast_leaf(ml_dtypes.bfloat16)), doc="bfloat16 cast")

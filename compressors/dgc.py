@@ -103,7 +103,7 @@ def _count(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-@register("dgc")
+@register("dgc", paper="Lin et al. 2018, Deep Gradient Compression")
 def dgc(ratio: float = 0.001, momentum: float = 0.9, clip: float = 0.0, sample: float = 0.01,
         warmup_epochs: int = 4, steps_per_epoch: int = 0) -> Compressor:
     """Deep Gradient Compression: momentum-corrected, masked, sampled-threshold top-k with warm-up."""

@@ -64,14 +64,14 @@ def _ef21_leaf(inner: Leaf, shape, dtype) -> Leaf:
     return Leaf(init, encode, local, decode, inner.plan)
 
 
-@register("ef", combinator=True)
+@register("ef", combinator=True, paper="Seide et al. 2014; Karimireddy et al. 2019")
 def ef(inner: Compressor) -> Compressor:
     """Error feedback: add the residual of past compression before compressing."""
     return wrapping(canonical("ef", inner=inner).replace("inner=", ""), inner, _ef_leaf, ef,
                     contractive=inner.contractive, doc="error feedback (residual memory)")
 
 
-@register("ef21", combinator=True)
+@register("ef21", combinator=True, paper="Richtárik et al. 2021, EF21")
 def ef21(inner: Compressor) -> Compressor:
     """EF21: compress the change of each worker's gradient estimate."""
     return wrapping(canonical("ef21", inner=inner).replace("inner=", ""), inner, _ef21_leaf, ef21,

@@ -15,7 +15,7 @@ from compressors.identity import IDENTITY_LEAF
 from compressors.registry import canonical, register
 
 
-@register("filter", combinator=True)
+@register("filter", combinator=True, paper="Vogels et al. 2019 (PowerSGD skips vectors)")
 def leaf_filter(inner: Compressor, min_size: int = 0, min_ndim: int = 0) -> Compressor:
     """Send tensors smaller than min_size elements or with ndim < min_ndim dense."""
     check(isinstance(min_size, int) and min_size >= 0, f"filter: min_size must be an int >= 0, got {min_size!r}")

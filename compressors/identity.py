@@ -19,7 +19,7 @@ def _leaf():
 IDENTITY_LEAF = _leaf()
 
 
-@register("none")
+@register("none", paper="-")
 def none() -> Compressor:
     """No compression (dense all-reduce); the baseline."""
     return Compressor("none()", fixed(IDENTITY_LEAF), unbiased=True, contractive=True,

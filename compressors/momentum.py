@@ -42,7 +42,7 @@ def _momentum_leaf(beta: float, dampening: bool):
     return wrap
 
 
-@register("momentum", combinator=True)
+@register("momentum", combinator=True, paper="Bernstein et al. 2018; Lin et al. 2018")
 def momentum(inner: Compressor, beta: float = 0.9, dampening: bool = False) -> Compressor:
     """Compress the worker's momentum m = beta*m + g instead of g."""
     check(isinstance(beta, (int, float)) and 0 <= beta < 1, f"momentum: beta must be in [0, 1), got {beta!r}")

@@ -71,7 +71,7 @@ def _bits(shape, dtype) -> int:
     return 32 * (words(d, 1) + words(d, 8))
 
 
-@register("natural")
+@register("natural", paper="Horváth et al. 2019, natural compression")
 def natural() -> Compressor:
     """Natural compression: unbiased random rounding to a neighbouring power of two (9 bits)."""
     leaf = single_round(law=Law.GATHER, bits=_bits, compress=_compress, decompress=_decompress)

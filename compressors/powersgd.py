@@ -91,7 +91,7 @@ def compresses(shape, rank: int, min_compression: float) -> bool:
     return n * m / ((n + m) * r) >= min_compression
 
 
-@register("powersgd")
+@register("powersgd", paper="Vogels et al. 2019, PowerSGD")
 def powersgd(rank: int = 4, warm_start: bool = True, eps: float = 1e-8, min_compression: float = 2.0,
              ef: bool = True) -> Compressor:
     """PowerSGD rank-r low-rank compression (2 all-reduce rounds), with EF by default."""

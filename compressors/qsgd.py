@@ -61,7 +61,7 @@ def _qsgd_leaf(levels: int, bucket: int):
     )
 
 
-@register("qsgd")
+@register("qsgd", paper="Alistarh et al. 2017, QSGD")
 def qsgd(levels: int = 127, bucket: int = 512) -> Compressor:
     """QSGD: stochastic rounding of s|v_i|/||v|| to integer levels per bucket (unbiased)."""
     check(isinstance(levels, int) and not isinstance(levels, bool) and 1 <= levels <= 2**24 - 1,

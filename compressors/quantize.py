@@ -59,7 +59,7 @@ def _quantize_leaf(bits: int, bucket: int):
     )
 
 
-@register("quantize")
+@register("quantize", paper="Gupta et al. 2015; Alistarh et al. 2017")
 def quantize(bits: int = 8, bucket: int = 512) -> Compressor:
     """Stochastic-rounding n-bit quantization, min-max scales per bucket (unbiased)."""
     check(isinstance(bits, int) and not isinstance(bits, bool) and 1 <= bits <= 16,
@@ -69,13 +69,13 @@ def quantize(bits: int = 8, bucket: int = 512) -> Compressor:
                       unbiased=True, doc=f"{bits}-bit stochastic quantization")
 
 
-@register("int8")
+@register("int8", paper="Gupta et al. 2015")
 def int8(bucket: int = 512) -> Compressor:
     """8-bit stochastic quantization: quantize(bits=8)."""
     return quantize(bits=8, bucket=bucket)
 
 
-@register("int4")
+@register("int4", paper="Gupta et al. 2015")
 def int4(bucket: int = 512) -> Compressor:
     """4-bit stochastic quantization: quantize(bits=4)."""
     return quantize(bits=4, bucket=bucket)

@@ -60,7 +60,7 @@ def _randomk_leaf(ratio: float, scale: bool) -> Leaf:
     return Leaf(init, encode, local, decode, plan)
 
 
-@register("randomk")
+@register("randomk", paper="Stich et al. 2018; Wangni et al. 2018")
 def randomk(ratio: float = 0.01, scale: bool = True) -> Compressor:
     """Random-k with shared indices (summable); scaled by d/k it is unbiased."""
     check(isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 < ratio <= 1,

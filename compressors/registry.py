@@ -22,17 +22,19 @@ class Entry(NamedTuple):
     doc: str
     params: tuple[inspect.Parameter, ...]
     combinator: bool
+    paper: str
 
 
-def register(name: str, *, combinator: bool = False):
-    """Decorator: make a factory reachable from spec strings under ``name``."""
+def register(name: str, *, combinator: bool = False, paper: str = ""):
+    """Decorator: make a factory reachable from spec strings under ``name``
+    (``paper``: the reference the compressor implements, for listings)."""
 
     def deco(factory):
         if name in _REGISTRY:
             raise ValueError(f"compressor {name!r} is registered twice")
         doc = (inspect.getdoc(factory) or "").strip().splitlines()
         params = tuple(inspect.signature(factory).parameters.values())
-        _REGISTRY[name] = Entry(name, factory, doc[0] if doc else "", params, combinator)
+        _REGISTRY[name] = Entry(name, factory, doc[0] if doc else "", params, combinator, paper)
         return factory
 
     return deco

@@ -87,32 +87,32 @@ _SCALED = _scaled_leaf(False)
 _ONEBIT = _scaled_leaf(True)
 
 
-@register("signsgd")
+@register("signsgd", paper="Bernstein et al. 2018, signSGD")
 def signsgd() -> Compressor:
     """signSGD with majority vote: 1 bit per entry, result sign(sum of signs)."""
     return Compressor("signsgd()", fixed(_SIGNSGD), doc="signSGD, majority vote")
 
 
-@register("signum")
+@register("signum", paper="Bernstein et al. 2018, Signum")
 def signum(beta: float = 0.9) -> Compressor:
     """Signum: majority-vote signSGD on the worker's momentum (beta)."""
     return momentum(signsgd(), beta=beta, dampening=True)._replace(
         spec=canonical("signum", beta=beta), doc="Signum (momentum + sign, majority vote)")
 
 
-@register("scaledsign")
+@register("scaledsign", paper="Karimireddy et al. 2019")
 def scaledsign() -> Compressor:
     """Scaled sign (||x||_1/d)*sign(x): delta-contraction; use with ef()."""
     return Compressor("scaledsign()", fixed(_SCALED), contractive=True, doc="scaled sign")
 
 
-@register("efsignsgd")
+@register("efsignsgd", paper="Karimireddy et al. 2019, EF-signSGD")
 def efsignsgd() -> Compressor:
     """EF-signSGD: error feedback around the scaled sign, ef(scaledsign())."""
     return ef(scaledsign())._replace(spec="efsignsgd()", doc="EF-signSGD")
 
 
-@register("onebit")
+@register("onebit", paper="Seide et al. 2014, 1-bit SGD")
 def onebit() -> Compressor:
     """1-bit quantization with two per-tensor scales (mean of + and - parts)."""
     return Compressor("onebit()", fixed(_ONEBIT), doc="1-bit SGD quantizer")

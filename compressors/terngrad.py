@@ -51,7 +51,7 @@ def _terngrad_leaf(bucket: int):
     )
 
 
-@register("terngrad")
+@register("terngrad", paper="Wen et al. 2017, TernGrad")
 def terngrad(bucket: int = 0) -> Compressor:
     """TernGrad: s·sign(x)·Bernoulli(|x|/s), s = max|x| per tensor or bucket (unbiased)."""
     Q.check_bucket("terngrad", bucket)

@@ -48,7 +48,7 @@ def _threshold_leaf(tau: float, capacity: float):
     )
 
 
-@register("threshold")
+@register("threshold", paper="Strom 2015")
 def threshold(tau: float = 1e-3, capacity: float = 0.05) -> Compressor:
     """Send entries with |x| >= tau, at most ceil(capacity*d) of them (biased)."""
     check(isinstance(tau, (int, float)) and not isinstance(tau, bool) and math.isfinite(tau) and tau > 0,

@@ -54,7 +54,7 @@ def topk_leaf(ratio: float):
     )
 
 
-@register("topk")
+@register("topk", paper="Aji & Heafield 2017; Stich et al. 2018")
 def topk(ratio: float = 0.01) -> Compressor:
     """Keep the k = ceil(ratio*d) largest-magnitude entries (biased, contraction k/d)."""
     check(isinstance(ratio, (int, float)) and 0 < ratio <= 1, f"topk: ratio must be in (0, 1], got {ratio!r}")

@@ -27,7 +27,7 @@ def _dense_keeping_state(inner: Leaf) -> Leaf:
     return Leaf(inner.init, encode, local, decode, IDENTITY_LEAF.plan)
 
 
-@register("warmup", combinator=True)
+@register("warmup", combinator=True, paper="Lin et al. 2018 (DGC warm-up); Vogels et al. 2019")
 def warmup(inner: Compressor, steps: int = 100) -> Compressor:
     """Uncompressed (dense all-reduce) for the first `steps` steps, then inner."""
     check(isinstance(inner, Compressor), f"warmup: expects a compressor, got {inner!r}")

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "kfsim.cli.explain_cmd",
     "kfsim.cli.train_cmd",
     "kfsim.cli.study_cmd",
+    "kfsim.cli.launch_cmd",
 )
 
 

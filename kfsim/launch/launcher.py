@@ -1,0 +1,253 @@
+"""Start, watch and stop an ``msrun`` job (all validation happens before it starts).
+
+    launch(spec, workers=2, model="mlp", steps=20, ...) -> LaunchResult
+
+* bad input is a ValueError before any process starts: unknown spec, a
+  compressor the MindSpore lowering cannot compile (traced here), a
+  compressor incompatible with the chosen collective, a checkpoint whose
+  metadata does not match the run;
+* msrun runs in its own process group (``start_new_session``) with a free
+  master port and ``GLOG_v=3``; the whole group is killed on timeout or failure;
+* liveness: every rank touches ``hb.rank<r>`` each step; a rank whose
+  heartbeat is older than ``stall_s`` (or msrun exiting non-zero) ends the job
+  with a :class:`LaunchError` naming the rank and the kept log directory;
+* the run record is rank 0's (``kfsim.records`` format, source "mindspore").
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+WORKER = Path(__file__).resolve().with_name("worker.py")
+REPO = Path(__file__).resolve().parents[2]
+DEVICES = ("CPU", "GPU", "Ascend")
+META_KEYS = ("spec", "model", "workers", "batch", "lr", "seed", "rng", "collective", "hidden")
+
+
+class LaunchError(RuntimeError):
+    """The job failed or hung; the message names the rank and the log directory."""
+
+
+class LaunchResult(NamedTuple):
+    record: Path
+    log_dir: Path
+    wall_s: float
+
+
+def free_port(workers: int) -> int:
+    """A free TCP port for the msrun master, away from mccl's data ports 8118 + 256*rank."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not any(8118 + 256 * r - 16 <= port <= 8118 + 256 * r + 256 for r in range(workers + 1)):
+            return port
+    raise LaunchError("no free master port found")
+
+
+def model_avals(model: str, hidden: int = 2900):
+    import numpy as np
+    if model == "wide":
+        from kfsim.launch.ms_models import wide_mlp_params
+        p = wide_mlp_params(hidden)
+    else:
+        from kfsim.train import models
+        if model not in ("mlp", "cnn"):
+            raise ValueError(f"model must be mlp, cnn or wide, got {model!r}")
+        p = {k: np.zeros(s, np.float32) for k, s in models.get(model).shapes.items()}
+    return [(p[k].shape, p[k].dtype) for k in sorted(p)]
+
+
+def validate(spec: str, workers: int, model: str, steps: int, batch: int, device: str, rng: str,
+             collective: str, hidden: int) -> None:
+    """Everything that can be checked without MindSpore processes (raises ValueError)."""
+    from backends import mindspore_reducer as R
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if steps < 1 or batch < 1:
+        raise ValueError("steps and batch must be >= 1")
+    if batch % workers:
+        raise ValueError(f"batch {batch} must be divisible by workers {workers} (equal shards [r::n])")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if rng not in R.RNG_MODES:
+        raise ValueError(f"rng must be one of {', '.join(R.RNG_MODES)}, got {rng!r}")
+    avals = model_avals(model, hidden)
+    if spec == "native":
+        if collective not in ("auto", "allreduce"):
+            raise ValueError("the native baseline uses MindSpore's all-reduce (collective auto/allreduce)")
+        return
+    comp = R._parse(spec)  # unknown spec -> ValueError naming it
+    for t in sorted({0, steps - 1} | {s for s in range(min(steps, 64))}):
+        c = comp.step(t)
+        R.check_compatible(c, avals, collective)
+    R.check_lowerable(comp.step(0), avals, workers)
+
+
+def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int) -> None:
+    path = ckpt_dir / "meta.json"
+    if not path.exists():
+        raise ValueError(f"no checkpoint metadata {path}; cannot resume")
+    saved = json.loads(path.read_text())
+    diff = {k: (saved.get(k), meta.get(k)) for k in META_KEYS if saved.get(k) != meta.get(k)}
+    if diff:
+        raise ValueError("checkpoint does not match this run: " +
+                         ", ".join(f"{k}: saved {a!r} vs now {b!r}" for k, (a, b) in diff.items()))
+    missing = [r for r in range(workers) if not (ckpt_dir / f"rank{r}.step{resume_step}.ckpt").exists()]
+    if missing:
+        raise ValueError(f"checkpoint step {resume_step} missing for ranks {missing} in {ckpt_dir}")
+
+
+def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, batch: int = 64,
+           lr: float = 0.1, seed: int = 0, device: str = "CPU", rng: str = "exact", collective: str = "auto",
+           record: str | Path | None = None, eval_every: int = 0, limit_test: int = 2000,
+           ckpt_dir: str | Path | None = None, ckpt_every: int = 0, resume_step: int = 0,
+           stop_after: int | None = None, hidden: int = 2900, timeout_s: float = 600, stall_s: float = 90,
+           log_dir: str | Path | None = None, extra_args: list[str] | None = None,
+           keep_logs: bool = False) -> LaunchResult:
+    """Run a MindSpore data-parallel job with msrun; see the module docstring."""
+    validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
+    meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
+            "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None}
+    if resume_step:
+        if ckpt_dir is None:
+            raise ValueError("resume_step needs ckpt_dir")
+        check_checkpoint(Path(ckpt_dir), meta, resume_step, workers)
+    if shutil.which("msrun") is None:
+        raise LaunchError("msrun not found on PATH (pip install mindspore)")
+    own_logs = log_dir is None
+    log_dir = Path(tempfile.mkdtemp(prefix="kfsim-msrun-")) if own_logs else Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = log_dir.resolve()
+    record = Path(record).resolve() if record else log_dir / "record.jsonl"
+    ckpt_dir = None if ckpt_dir is None else Path(ckpt_dir).resolve()
+    if ckpt_dir is not None:
+        Path(ckpt_dir).mkdir(parents=True, exist_ok=True)
+        if not resume_step:
+            (Path(ckpt_dir) / "meta.json").write_text(json.dumps(meta))
+    args = ["--spec", spec, "--model", model, "--steps", str(steps), "--batch", str(batch), "--lr", str(lr),
+            "--seed", str(seed), "--device", device, "--rng", rng, "--collective", collective,
+            "--run-dir", str(log_dir), "--record", str(record), "--eval-every", str(eval_every),
+            "--limit-test", str(limit_test), "--hidden", str(hidden), "--resume-step", str(resume_step)]
+    if ckpt_dir is not None:
+        args += ["--ckpt-dir", str(ckpt_dir), "--ckpt-every", str(ckpt_every)]
+    if stop_after is not None:
+        args += ["--stop-after", str(stop_after)]
+    args += list(extra_args or [])
+    port = free_port(workers)
+    cmd = ["msrun", f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
+           f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
+    env = dict(os.environ, GLOG_v="3", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    for r in range(workers):
+        (log_dir / f"hb.rank{r}").unlink(missing_ok=True)
+    t0 = time.time()
+    out = open(log_dir / "msrun.out", "w")
+    proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        err = _watch(proc, log_dir, workers, t0, timeout_s, stall_s)
+    finally:
+        _kill_group(proc)
+        out.close()
+    wall = time.time() - t0
+    if err is not None:
+        raise LaunchError(f"{err}; logs kept in {log_dir}\n{_tail(log_dir)}")
+    if not record.exists():
+        raise LaunchError(f"job finished but wrote no run record {record}; logs kept in {log_dir}")
+    if own_logs and not keep_logs and record.parent != log_dir:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return LaunchResult(record, log_dir, wall)
+
+
+def _watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float) -> str | None:
+    while True:
+        rc = proc.poll()
+        now = time.time()
+        beats = {r: log_dir / f"hb.rank{r}" for r in range(workers)}
+        done = all(p.exists() and p.read_text() == "done" for p in beats.values())
+        if rc is not None:
+            if rc == 0 and done:
+                return None
+            bad = {r: (p.read_text() if p.exists() else "not started") for r, p in beats.items()
+                   if not (p.exists() and p.read_text() == "done")}
+            return f"msrun exited with code {rc}; {_culprit(log_dir)}ranks not finished (last step): {bad}"
+        if now - t0 > timeout_s:
+            return f"job exceeded its timeout of {timeout_s:.0f} s"
+        for r, p in beats.items():
+            if p.exists() and p.read_text() != "done" and now - p.stat().st_mtime > stall_s:
+                return f"rank {r} made no progress for {stall_s:.0f} s (last step {p.read_text()})"
+            if not p.exists() and now - t0 > stall_s + 120:
+                return f"rank {r} never started"
+        time.sleep(0.5)
+
+
+def _culprit(log_dir: Path) -> str:
+    """'rank r died or hung; ' from the scheduler's log, when it says so."""
+    import re
+    log = log_dir / "scheduler.log"
+    if log.exists():
+        found = sorted(set(re.findall(r"The node: (\d+) is timed out", log.read_text(errors="replace"))))
+        if found:
+            return f"rank {', '.join(found)} stopped responding (exited or hung); "
+    return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    """All processes below pid (msrun starts each worker in its own session, so
+    killing msrun's process group alone would leave workers behind)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill_group(proc) -> None:
+    """End msrun, its process group and every worker it started (SIGTERM, then SIGKILL)."""
+    victims = _descendants(proc.pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if sig == signal.SIGTERM:
+            deadline = time.time() + 10
+            while time.time() < deadline and any(Path(f"/proc/{p}").exists() for p in victims):
+                time.sleep(0.2)
+    proc.wait()
+
+
+def _tail(log_dir: Path, lines: int = 15) -> str:
+    parts = []
+    for f in sorted(log_dir.glob("*.log")) + [log_dir / "msrun.out"]:
+        if f.exists():
+            txt = [l for l in f.read_text(errors="replace").splitlines() if l.strip()][-lines:]
+            parts.append(f"--- {f.name}\n" + "\n".join(txt))
+    return "\n".join(parts)

@@ -1,0 +1,174 @@
+"""One msrun worker: data-parallel training of a kfsim model with a compressed reducer.
+
+Run by ``msrun`` (never directly). Conventions shared with the simulator
+(``kfsim.train``): parameters from ``init_params(model, seed)``; global batch t
+is ``Batches(N, batch, seed).indices(t)``; worker r of n trains on samples
+``[r::n]`` of it; compressor keys from (seed, step, rank); the recorded loss is
+the mean of the n workers' shard losses; bytes_sent is the compressor's exact
+wire bytes per step (``none()``'s for the native all-reduce).
+
+Each rank touches ``<run_dir>/hb.rank<r>`` every step (the launcher's liveness
+check) and, when checkpointing, saves ``<ckpt>/rank<r>.step<t>.ckpt`` holding
+the network, the optimizer and the reducer (compressor state + step).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="kfsim MindSpore worker (started by msrun)")
+    p.add_argument("--spec", required=True, help="compressor spec, or 'native' for MindSpore's all-reduce")
+    p.add_argument("--model", default="mlp", help="mlp | cnn | wide")
+    p.add_argument("--hidden", type=int, default=2900, help="hidden width of the 'wide' benchmark MLP")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=64, help="global batch (worker r takes [r::n])")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="CPU")
+    p.add_argument("--rng", default="exact")
+    p.add_argument("--collective", default="auto")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--record", default=None)
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--limit-test", type=int, default=2000)
+    p.add_argument("--ckpt-dir", default=None)
+    p.add_argument("--ckpt-every", type=int, default=0)
+    p.add_argument("--resume-step", type=int, default=0)
+    p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of resume)")
+    p.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step (tests)")
+    p.add_argument("--timing-detail", action="store_true", help="also time the reducer alone per step")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    from backends.mindspore_runtime import setup
+    setup(a.device)
+    import mindspore as ms
+    from mindspore import nn, ops
+    from mindspore.communication import get_group_size, get_rank, init
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    init()
+    rank, n = get_rank(), get_group_size()
+    run_dir = Path(a.run_dir)
+    hb = run_dir / f"hb.rank{rank}"
+    hb.write_text("start")
+
+    from kfsim import records
+    from kfsim.launch import ms_models
+    from kfsim.train import models
+    from kfsim.train.loop import Batches
+    from kfsim.data import fashion_mnist
+
+    if a.model == "wide":
+        params = ms_models.wide_mlp_params(a.hidden, a.seed)
+        net = ms_models.build_wide(params)
+    else:
+        params = models.init_params(a.model, a.seed)
+        net = ms_models.build(a.model, params)
+    xtr, ytr = fashion_mnist.load("train")
+    xte, yte = fashion_mnist.load("test")
+    xte, yte = xte[:a.limit_test], yte[:a.limit_test]
+    batches = Batches(len(xtr), a.batch, a.seed)
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.SGD(net.trainable_params(), learning_rate=a.lr)
+    values = [params[k] for k in sorted(params)]
+    avals = [(v.shape, v.dtype) for v in values]
+
+    from backends import mindspore_reducer as R
+    native = a.spec == "native"
+    comp = None if native else R._parse(a.spec)
+
+    def make_reducer(t, state=None):
+        if native:
+            return R.native_reducer(opt.parameters, n)
+        return R.compressed_reducer(comp.step(t), values, n=n, rank=rank, seed=a.seed, rng=a.rng,
+                                    collective=a.collective, state=state, step=t)
+
+    class Container(nn.Cell):
+        def __init__(self, net, opt, reducer):
+            super().__init__(auto_prefix=False)
+            self.net, self.opt, self.reducer = net, opt, reducer
+
+    class MeanLoss(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.allreduce = ops.AllReduce()
+
+        def construct(self, x):
+            return self.allreduce(x) / n
+
+    def make_train(reducer):
+        train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), opt)
+        train.grad_reducer = reducer
+        train.set_train()
+        return train
+
+    start = a.resume_step
+    reducer = make_reducer(start)
+    if start:
+        path = Path(a.ckpt_dir) / f"rank{rank}.step{start}.ckpt"
+        not_loaded, _ = ms.load_param_into_net(Container(net, opt, reducer), ms.load_checkpoint(str(path)),
+                                               strict_load=True)
+        if not_loaded:
+            raise RuntimeError(f"rank {rank}: checkpoint {path} lacks {not_loaded}")
+    phase = None if native else comp.phase_of(start)
+    train = make_train(reducer)
+    mean_loss = MeanLoss()
+    bytes_per_step = R.wire_bytes("none()" if native else comp.step(start), avals)
+    writer = None
+    if rank == 0 and a.record:
+        meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
+                "steps": a.steps, "device": a.device, "rng": a.rng, "collective": a.collective,
+                "resume_step": start, "shards": "worker r takes samples [r::n] of each global batch"}
+        writer = records.Writer(a.record, "mindspore", meta)
+    stop = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
+    for t in range(start, stop):
+        if not native and comp.phase_of(t) != phase:
+            state, _ = R.reducer_state(reducer)
+            reducer = make_reducer(t, state)
+            train = make_train(reducer)
+            phase = comp.phase_of(t)
+            bytes_per_step = R.wire_bytes(comp.step(t), avals)
+        if a.die_at is not None and t == a.die_at and rank == 1:
+            os._exit(3)
+        idx = batches.indices(t)
+        x = ms.Tensor(xtr[idx][rank::n])
+        y = ms.Tensor(ytr[idx][rank::n])
+        t0 = time.perf_counter()
+        loss = train(x, y)
+        g = float(mean_loss(loss).asnumpy())
+        dt = time.perf_counter() - t0
+        extra = {"rank_loss": float(loss.asnumpy())}
+        acc = None
+        if writer is not None and ((a.eval_every and (t + 1) % a.eval_every == 0) or t + 1 == a.steps):
+            logits = net(ms.Tensor(xte)).asnumpy()
+            acc = float(np.mean(np.argmax(logits, 1) == yte))
+        if a.ckpt_dir and a.ckpt_every and (t + 1) % a.ckpt_every == 0:
+            Path(a.ckpt_dir).mkdir(parents=True, exist_ok=True)
+            ms.save_checkpoint(Container(net, opt, reducer), str(Path(a.ckpt_dir) / f"rank{rank}.step{t + 1}.ckpt"))
+            extra["checkpoint"] = t + 1
+        if writer is not None:
+            writer.add(records.Step(t, dt, int(bytes_per_step), g, acc, extra))
+        hb.write_text(str(t))
+    if writer is not None:
+        writer.close()
+    hb.write_text("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

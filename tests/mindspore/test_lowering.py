@@ -1,0 +1,100 @@
+"""Lowering: user-written compressors, clear errors at lowering time, RNG modes."""
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from backends import get
+from backends.mindspore_lower import LoopbackExchange, first_mismatch
+from backends.mindspore_reducer import check_compatible, check_lowerable
+from backends.mindspore_trace import LoweringError, Program, TracingOps
+from compressors import exchange, make_keys
+from compressors.core import Compressor, Law, fixed, single_round
+
+J = get("jax")
+
+
+def user_compressor(compress, law=Law.SUM, name="mine()"):
+    """A compressor written by a user against the ops namespace only."""
+    leaf = single_round(law=law, bits=lambda shape, dtype: 32 * math.prod(shape), compress=compress,
+                        decompress=lambda ops, payload, x: ops.reshape(payload, x.shape))
+    return Compressor(name, fixed(leaf))
+
+
+def test_user_written_compressor_lowers_and_matches_jax():
+    """Scaled stochastic sign written from scratch: uniform, where, sign, max, uint32 arithmetic."""
+    def compress(ops, x, state, keys):
+        flat = ops.reshape(x, (-1,))
+        scale = ops.max(ops.abs(flat))
+        u = ops.uniform(keys.worker, flat.shape)
+        bits = ops.random_bits(keys.shared, flat.shape)
+        jitter = ops.astype((bits >> 30) - ops.asarray(np.uint32(1)), np.float32) * 0.0
+        keep = u < (ops.abs(flat) / ops.maximum(scale, 1e-12))
+        return ops.where(keep, ops.sign(flat) * scale, 0.0) + jitter, state
+
+    comp = user_compressor(compress, name="stochsign()")
+    shapes = [(6, 5), (17,)]
+    lx = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=11)
+    rng = np.random.default_rng(1)
+    per = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(2)]
+    mean, _ = lx(per, lx.init(per), 5)
+    jm, _, _ = exchange(J, comp, [tuple(jnp.asarray(x) for x in g) for g in per], [comp.init(J, tuple(per[0]))] * 2,
+                        [make_keys(J, 11, 5, w) for w in range(2)])
+    for a, b in zip(mean, jm):
+        assert np.array_equal(a, np.asarray(b))
+
+
+def test_unknown_op_fails_at_lowering_naming_op_and_compressor():
+    comp = user_compressor(lambda ops, x, s, k: (ops.cumsum(x), s), name="prefixsum()")
+    with pytest.raises(LoweringError, match=r"prefixsum\(\).*'cumsum'"):
+        check_lowerable(comp, [((8,), np.float32)])
+
+
+def test_data_dependent_python_control_flow_fails_at_lowering():
+    def compress(ops, x, state, keys):
+        if ops.max(x) > 0:  # a traced value in a Python `if`
+            return x, state
+        return -x, state
+
+    with pytest.raises(LoweringError, match=r"branchy\(\).*bool\(\)"):
+        check_lowerable(user_compressor(compress, name="branchy()"), [((4,), np.float32)])
+
+
+def test_host_conversion_fails_at_lowering():
+    comp = user_compressor(lambda ops, x, s, k: (ops.asarray(np.asarray(x) * 2), s), name="tonumpy()")
+    with pytest.raises(LoweringError, match=r"tonumpy\(\).*NumPy"):
+        check_lowerable(comp, [((4,), np.float32)])
+
+
+def test_gather_only_compressor_rejected_for_allreduce():
+    with pytest.raises(ValueError, match="cannot run over all-reduce"):
+        check_compatible("topk(ratio=0.1)", [((10,), np.float32)], "allreduce")
+    check_compatible("qsgd(levels=4, bucket=0)", [((10,), np.float32)], "allgather")
+
+
+def test_fast_rng_runs_and_differs_from_exact():
+    """fast mode: MindSpore's RNG — same law, different bits than threefry."""
+    import compressors
+    comp = compressors.parse("randomk(ratio=0.2)")
+    shapes = [(50,)]
+    per = [[np.arange(50, dtype=np.float32) + 1.0] for _ in range(2)]
+    exact = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="exact")
+    fast = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="fast")
+    me, _ = exact(per, exact.init(per), 0)
+    mf, _ = fast(per, fast.init(per), 0)
+    # shared-key draws agree across workers: both pick the same k coordinates, so exactly k are nonzero
+    assert np.count_nonzero(mf[0]) == np.count_nonzero(me[0]) == 10
+    assert not np.array_equal(me[0], mf[0])
+
+
+def test_first_mismatch_finds_nothing_on_a_correct_program():
+    prog = Program("probe")
+    ops = TracingOps(prog)
+    x = prog.input((9,), np.float32)
+    y = ops.sum(ops.where(x > 0, x / 3.0, ops.floor(x)))
+    ops.top_k(ops.abs(x), 4)
+    assert y.shape == ()
+    assert first_mismatch(prog, [np.linspace(-2, 2, 9).astype(np.float32)]) is None
