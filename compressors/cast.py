@@ -10,11 +10,11 @@ import math
 import ml_dtypes
 import numpy as np
 
-from compressors.core import Compressor, Law, fixed, single_round
+from compressors.core import Compressor, Law, Leaf, fixed, single_round
 from compressors.registry import register
 
 
-def _cast_leaf(wire_dtype) -> "Leaf":  # noqa: F821
+def _cast_leaf(wire_dtype) -> Leaf:
     wire = np.dtype(wire_dtype)
     return single_round(
         law=Law.SUM,

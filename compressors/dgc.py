@@ -42,9 +42,9 @@ import math
 import numpy as np
 
 from compressors import _quant as Q
-from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round, upcast
+from compressors.core import Compressor, check, compute_dtype, fixed, upcast
 from compressors.registry import canonical, register
-from compressors.topk import densify, densify_mean, keep_count, sparse_bits
+from compressors.topk import keep_count, sparse_leaf
 
 WARMUP_RATIOS = (0.25, 0.0625, 0.015625, 0.004)
 
@@ -85,14 +85,7 @@ def _dgc_leaf(ratio: float, momentum: float, clip: float, sample: float):
         values = ops.astype(ops.gather(v, idx), x.dtype) + Q.poison(ops, v, x.dtype)
         return (values, idx), (ops.where(sent, 0.0, u), ops.where(sent, 0.0, v))
 
-    return single_round(
-        law=Law.GATHER,
-        bits=lambda shape, dtype: sparse_bits(keep_count(ratio, math.prod(shape)), dtype),
-        compress=compress,
-        decompress=densify,
-        aggregate=densify_mean,
-        init=init,
-    )
+    return sparse_leaf(compress, ratio, init=init)
 
 
 def _number(x) -> bool:

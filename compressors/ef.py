@@ -12,7 +12,7 @@ PowerSGD that is P_hat Q_i^T after the P round, exactly as in the paper.
 from __future__ import annotations
 
 from compressors.combinator import wrapping
-from compressors.core import Compressor, Leaf
+from compressors.core import Compressor, Leaf, check
 from compressors.registry import canonical, register
 
 
@@ -67,6 +67,7 @@ def _ef21_leaf(inner: Leaf, shape, dtype) -> Leaf:
 @register("ef", combinator=True, paper="Seide et al. 2014; Karimireddy et al. 2019")
 def ef(inner: Compressor) -> Compressor:
     """Error feedback: add the residual of past compression before compressing."""
+    check(isinstance(inner, Compressor), f"ef: expects a compressor, got {inner!r}")
     return wrapping(canonical("ef", inner=inner).replace("inner=", ""), inner, _ef_leaf, ef,
                     contractive=inner.contractive, doc="error feedback (residual memory)")
 

@@ -86,9 +86,13 @@ def _build(node: ast.AST, spec: str) -> Compressor:
     args = [_value(a, spec) for a in node.args]
     kwargs = {k.arg: _value(k.value, spec) for k in node.keywords}
     try:
-        inspect.signature(entry.factory).bind(*args, **kwargs)
+        bound = inspect.signature(entry.factory).bind(*args, **kwargs)
     except TypeError as exc:
         raise ValueError(f"bad arguments for {name} in spec {spec!r}: {exc}") from None
+    if entry.combinator:
+        inner = bound.arguments.get(entry.params[0].name)
+        if not isinstance(inner, Compressor):
+            raise ValueError(f"{name} in spec {spec!r} wraps a compressor, got {inner!r}")
     return entry.factory(*args, **kwargs)
 
 

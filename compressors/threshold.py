@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 
 from compressors import _quant as Q
-from compressors.core import Compressor, Law, check, fixed, single_round, upcast
+from compressors.core import Compressor, check, fixed, upcast
 from compressors.registry import canonical, register
-from compressors.topk import densify, densify_mean, keep_count, sparse_bits
+from compressors.topk import keep_count, sparse_leaf
 
 
 def _threshold_leaf(tau: float, capacity: float):
@@ -39,13 +39,7 @@ def _threshold_leaf(tau: float, capacity: float):
         idx = ops.nonzero((a >= tau) | ~ops.isfinite(a), c)
         return (ops.gather(flat, idx) + Q.poison(ops, flat, x.dtype), idx), state
 
-    return single_round(
-        law=Law.GATHER,
-        bits=lambda shape, dtype: sparse_bits(keep_count(capacity, math.prod(shape)), dtype),
-        compress=compress,
-        decompress=densify,
-        aggregate=densify_mean,
-    )
+    return sparse_leaf(compress, capacity)
 
 
 @register("threshold", paper="Strom 2015")

@@ -36,6 +36,19 @@ def densify_mean(ops, received, x, n):
     return mean_of(ops, ops.reshape(total, x.shape), n)
 
 
+def sparse_leaf(compress, ratio: float, init=None):
+    """One gather round whose payload is (values, int32 indices) of
+    ``keep_count(ratio, d)`` entries, sentinel-padded: top-k, threshold, DGC."""
+    return single_round(
+        law=Law.GATHER,
+        bits=lambda shape, dtype: sparse_bits(keep_count(ratio, math.prod(shape)), dtype),
+        compress=compress,
+        decompress=densify,
+        aggregate=densify_mean,
+        init=init,
+    )
+
+
 def topk_leaf(ratio: float):
     def compress(ops, x, state, keys):
         flat = ops.reshape(x, (-1,))
@@ -45,13 +58,7 @@ def topk_leaf(ratio: float):
         _, idx = ops.top_k(ops.abs(flat), k)
         return (ops.gather(flat, idx), idx), state
 
-    return single_round(
-        law=Law.GATHER,
-        bits=lambda shape, dtype: sparse_bits(keep_count(ratio, math.prod(shape)), dtype),
-        compress=compress,
-        decompress=densify,
-        aggregate=densify_mean,
-    )
+    return sparse_leaf(compress, ratio)
 
 
 @register("topk", paper="Aji & Heafield 2017; Stich et al. 2018")

@@ -29,10 +29,6 @@ EXPECTED = {
     "03_deploy_to_mindspore.ipynb": ("03_deploy", ["mindspore_vs_simulation.png"], 480),
 }
 # Notebooks not executed yet, with the reason (kept generated and up to date meanwhile).
-NOT_RUN = {
-    "03_deploy_to_mindspore.ipynb": "needs kfsim.launch.launch(..., imports=[module]) so that msrun workers "
-                                    "register a compressor defined outside the library",
-}
 MARKS = {"03_deploy_to_mindspore.ipynb": [pytest.mark.msrun]}
 
 
@@ -135,8 +131,7 @@ def test_blockwise_topk_module():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(EXPECTED)
-                                  if n not in NOT_RUN])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(EXPECTED)])
 def test_notebook_runs(name, tmp_path, monkeypatch):
     sub, figures, budget = EXPECTED[name]
     monkeypatch.setenv("KFSIM_NB_OUT", str(tmp_path))

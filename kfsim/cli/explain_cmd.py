@@ -12,7 +12,6 @@ without the ring's factor 2(p−1)/p (1.875 at p = 16). Its units are right
 """
 from __future__ import annotations
 
-import typer
 from rich.table import Table
 
 from kfsim.cli import app

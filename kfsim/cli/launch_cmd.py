@@ -29,16 +29,23 @@ def launch_cmd(
     resume: int = typer.Option(0, help="resume from the checkpoint of this step in --ckpt-dir"),
     timeout: float = typer.Option(1800, help="seconds before the whole job is killed"),
     stall: float = typer.Option(120, help="seconds without progress of one rank before the job is killed"),
+    imports: list[str] = typer.Option([], "--import", help="module every worker imports first (e.g. one "
+                                      "registering your own compressor); repeatable"),
 ) -> None:
     """Train on Fashion-MNIST with msrun; writes a run record comparable with `kfsim train`'s."""
     from kfsim import records
+    import importlib
+
     from kfsim.launch import LaunchError, launch
+
+    for module in imports:  # so the spec validates here too
+        importlib.import_module(module)
 
     try:
         res = launch(compressor, workers=workers, model=model, steps=steps, batch=batch, lr=lr, seed=seed,
                      device=device, rng=rng, collective=collective, record=record, eval_every=eval_every,
                      ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, resume_step=resume, timeout_s=timeout,
-                     stall_s=stall)
+                     stall_s=stall, imports=[*imports])
     except (ValueError, LaunchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)

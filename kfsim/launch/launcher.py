@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +40,17 @@ class LaunchResult(NamedTuple):
     record: Path
     log_dir: Path
     wall_s: float
+
+
+def module_dir(module: str) -> str:
+    """The folder to put on the workers' PYTHONPATH so they can import ``module``."""
+    import importlib.util
+
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
+        raise ValueError(f"cannot find module {module!r} to import in the workers")
+    depth = module.count(".") + (1 if Path(found.origin).name == "__init__.py" else 0)
+    return str(Path(found.origin).resolve().parents[depth])
 
 
 def free_port(workers: int) -> int:
@@ -113,8 +123,13 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            ckpt_dir: str | Path | None = None, ckpt_every: int = 0, resume_step: int = 0,
            stop_after: int | None = None, hidden: int = 2900, timeout_s: float = 600, stall_s: float = 90,
            log_dir: str | Path | None = None, extra_args: list[str] | None = None,
-           keep_logs: bool = False) -> LaunchResult:
-    """Run a MindSpore data-parallel job with msrun; see the module docstring."""
+           keep_logs: bool = False, imports: tuple[str, ...] | list[str] = ()) -> LaunchResult:
+    """Run a MindSpore data-parallel job with msrun; see the module docstring.
+
+    ``imports``: modules every worker imports first — e.g. one that registers
+    a compressor defined outside the library (its folder joins PYTHONPATH).
+    """
+    import_paths = [module_dir(m) for m in imports]
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
     meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
             "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None}
@@ -142,11 +157,13 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         args += ["--ckpt-dir", str(ckpt_dir), "--ckpt-every", str(ckpt_every)]
     if stop_after is not None:
         args += ["--stop-after", str(stop_after)]
+    for m in imports:
+        args += ["--import", m]
     args += list(extra_args or [])
     port = free_port(workers)
     cmd = ["msrun", f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
            f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
-    env = dict(os.environ, GLOG_v="3", PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, GLOG_v="3", PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
     for r in range(workers):
         (log_dir / f"hb.rank{r}").unlink(missing_ok=True)
     t0 = time.time()

@@ -14,7 +14,6 @@ the network, the optimizer and the reducer (compressor state + step).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -49,11 +48,17 @@ def parse_args(argv=None):
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of resume)")
     p.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step (tests)")
     p.add_argument("--timing-detail", action="store_true", help="also time the reducer alone per step")
+    p.add_argument("--import", dest="imports", action="append", default=[],
+                   help="module to import first (e.g. one registering a user compressor)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    import importlib
+
+    for module in a.imports:
+        importlib.import_module(module)
     from backends.mindspore_runtime import setup
     setup(a.device)
     import mindspore as ms

@@ -1,0 +1,219 @@
+"""``kfsim testbed`` / ``kfsim calibrate`` / ``kfsim validate``: the emulated cluster (root only)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kfsim.cli import app
+
+
+def _need_root() -> None:
+    from kfsim.testbed.netns import available
+    ok, why = available()
+    if not ok:
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(2)
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        v = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{what}: comma-separated numbers expected, got {text!r}") from None
+    if not v or any(not x > 0 for x in v):
+        raise typer.BadParameter(f"{what}: every value must be > 0, got {text!r}")
+    return v
+
+
+def _ints(text: str, what: str, lo: int = 1) -> list[int]:
+    try:
+        v = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{what}: comma-separated integers expected, got {text!r}") from None
+    if not v or any(x < lo for x in v):
+        raise typer.BadParameter(f"{what}: every value must be >= {lo}, got {text!r}")
+    return v
+
+
+@app.command("testbed")
+def testbed(workers: int = typer.Option(2, help="namespaces = MindSpore workers"),
+            rate: float = typer.Option(200.0, help="link rate, Mbit/s per direction"),
+            latency: float = typer.Option(0.0, help="one-way latency added, ms"),
+            loss: float = typer.Option(0.0, help="packet loss, %"),
+            layers: str = typer.Option("784,1024,1024,10", help="MLP layer sizes"),
+            batch: int = typer.Option(64, help="batch per worker"),
+            steps: int = typer.Option(3, help="timed steps"),
+            logs: Path = typer.Option(Path("/tmp/kfsim-testbed"), help="log directory"),
+            timeout: float = typer.Option(280.0, help="job timeout, s")) -> None:
+    """Run native data-parallel MindSpore steps, one worker per network namespace, on shaped links."""
+    _need_root()
+    from kfsim.testbed.netns import Shape, Testbed
+    from kfsim.testbed.training import parse_layers, run_native
+    try:
+        shape = Shape(rate, latency, loss)
+        ls = parse_layers(layers)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if workers < 2:
+        raise typer.BadParameter("--workers must be >= 2")
+    with Testbed(workers, shape) as tb:
+        run = run_native(tb, workers, ls, batch, steps=steps, log_root=logs, timeout_s=timeout)
+    typer.echo(f"workers {workers}  link {rate:g} Mbit/s  latency {latency:g} ms  loss {loss:g} %  "
+               f"model {len(ls) - 1}-layer MLP ({sum(a * b + b for a, b in zip(ls[:-1], ls[1:])):,} params)")
+    typer.echo(f"time per step        {run.step_s * 1e3:10.1f} ms")
+    typer.echo(f"  compute part       {run.compute_s * 1e3:10.1f} ms")
+    typer.echo(f"  communication part {run.comm_s * 1e3:10.1f} ms")
+    typer.echo(f"bytes sent / worker / step {run.tx_per_step:,.0f}")
+    typer.echo(f"loss (last step, mean over workers) {run.loss:.4f}")
+
+
+@app.command("calibrate")
+def calibrate(name: str = typer.Option("testbed", help="profile name"),
+              rates: str = typer.Option("50,200,1000", help="link rates, Mbit/s"),
+              workers: str = typer.Option("2,4", help="worker counts"),
+              sizes: str = typer.Option("16384,262144,1048576,4194304", help="collective sizes, bytes per rank"),
+              layers: str = typer.Option("784,1024,1024,10", help="MLP(s) whose compute to measure; ';' separates, '' none"),
+              batch: int = typer.Option(64, help="batch per worker"),
+              repeats: int = typer.Option(3, help="timed calls per size"),
+              specs: str = typer.Option("", help="compressors whose codec cost to measure, ';'-separated "
+                                        "(e.g. 'ef(topk(ratio=0.01));quantize(bits=8);powersgd(rank=4)')"),
+              hidden: int = typer.Option(1400, help="hidden width of kfsim.launch's wide MLP (codec/compute runs)"),
+              global_batch: int = typer.Option(64, help="global batch of the wide-MLP runs"),
+              out: Path = typer.Option(Path("profiles"), help="profile directory"),
+              logs: Path = typer.Option(Path("/tmp/kfsim-calibrate"), help="log directory")) -> None:
+    """Micro-benchmark the testbed, fit α, β, γ of the mccl echo ring and compute, write cluster profiles."""
+    _need_root()
+    from kfsim.testbed import calibrate as cal
+    from kfsim.testbed.training import parse_layers
+    rs = _floats(rates, "--rates") if rates.strip() else []
+    ws, ss = _ints(workers, "--workers", 2), _ints(sizes, "--sizes", 4)
+    sp = [x.strip() for x in specs.split(";") if x.strip()]
+    if sp:
+        import compressors
+        for x in sp:
+            try:
+                compressors.parse(x)
+            except ValueError as exc:
+                raise typer.BadParameter(f"--specs: {exc}") from None
+    try:
+        lls = [parse_layers(x) for x in layers.split(";") if x.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    coll, comp, models, steps = cal.measure(rs, ws, ss, lls, batch, repeats, logs, log=typer.echo, specs=sp,
+                                            hidden=hidden, global_batch=global_batch)
+    mpath = cal.measurements_path(name, out)
+    data = cal.merge(cal.load_measurements(mpath), coll, comp, models, steps)
+    mpath.parent.mkdir(parents=True, exist_ok=True)
+    import json
+    mpath.write_text(json.dumps(data, indent=1))
+    _print_onwire(coll)
+    fitted = cal.fits(data)
+    typer.echo(f"\n{'rate':>7} {'p':>4} {'α µs':>9} {'β ns/B':>9} {'γ ns/B':>8} {'eff':>6} {'med|err|':>9} {'max|err|':>9}")
+    for r in cal.fit_table(fitted):
+        typer.echo(f"{r[0]:7g} {r[1]!s:>4} {r[2]:9.0f} {r[3]:9.2f} {r[4]:8.2f} {r[5]:6.3f} {r[6]:9.1%} {r[7]:9.1%}")
+    for c in data["compute"]:
+        typer.echo(f"compute {c['model']} p={c['p']} batch {c['batch']}: {c['seconds'] * 1e3:.1f} ms/step")
+    for c in data["steps"]:
+        typer.echo(f"independent step {c['spec']:>24} {c['model']} p={c['p']} (batch {c['global_batch'] // c['p']}"
+                   f" per worker): {c['seconds'] * 1e3:.1f} ms")
+    if not data["collectives"]:
+        typer.echo(f"measurements: {mpath} (no collective cells yet: no profile written)")
+        return
+    paths = cal.write_profiles(name, data, out)
+    typer.echo(f"\nmeasurements: {mpath}")
+    for key, path in sorted(paths.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        typer.echo(f"profile: {path}")
+
+
+def _print_onwire(coll) -> None:
+    from kfsim.testbed.fit import echo_factor
+    typer.echo(f"\n{'op':>9} {'rate':>6} {'p':>3} {'bytes':>9} {'time s':>8} {'sent/rank':>11} {'÷textbook':>9}")
+    for m in coll:
+        typer.echo(f"{m.op:>9} {m.rate_mbit:6g} {m.p:3d} {m.nbytes:9d} {m.seconds:8.4f} {m.tx_per_rank:11.0f} "
+                   f"{echo_factor(m.tx_per_rank, m.op, m.p, m.nbytes):9.2f}")
+
+
+@app.command("validate")
+def validate(name: str = typer.Option("testbed", help="profile name (from kfsim calibrate)"),
+             profiles: Path = typer.Option(Path("profiles"), help="profile directory"),
+             rates: str = typer.Option("50,200,1000", help="link rates, Mbit/s"),
+             workers: str = typer.Option("2,4", help="worker counts"),
+             what: str = typer.Option("collectives,native", help="collectives, native (own MLP), compressed "
+                                      "(kfsim.launch's worker, --specs)"),
+             specs: str = typer.Option("native;ef(topk(ratio=0.01));quantize(bits=8);powersgd(rank=4)",
+                                       help="'compressed' cases: ';'-separated specs, 'native' = MindSpore's "
+                                       "all-reduce (the speedup baseline)"),
+             hidden: int = typer.Option(1400, help="hidden width of the wide MLP"),
+             global_batch: int = typer.Option(64, help="global batch of the wide-MLP runs"),
+             sizes: str = typer.Option("524288,2097152", help="held-out collective sizes, bytes"),
+             layers: str = typer.Option("784,1024,1024,10", help="MLP for the training cases"),
+             batch: int = typer.Option(64, help="batch per worker"),
+             steps: int = typer.Option(3, help="timed training steps"),
+             png: Path = typer.Option(Path("profiles/validate.png"), help="plot of predicted vs measured"),
+             logs: Path = typer.Option(Path("/tmp/kfsim-validate"), help="log directory"),
+             merge: str = typer.Option("", help="no measuring: report the cases of earlier runs "
+                                       "(comma-separated .json files written next to their PNG)"),
+             repredict: bool = typer.Option(False, help="with --merge: recompute the predictions from the "
+                                            "current profiles")) -> None:
+    """Predict held-out collectives and training steps with the simulator, measure them, compare."""
+    from kfsim.testbed import validate as val
+    if merge.strip():
+        import json
+        cases = []
+        for f in merge.split(","):
+            path = Path(f.strip())
+            if not path.exists():
+                typer.echo(f"error: {path} does not exist", err=True)
+                raise typer.Exit(2)
+            cases += [val.Case(**{k: v for k, v in c.items() if k in val.Case._fields})
+                      for c in json.loads(path.read_text())]
+        if repredict:
+            cases = val.repredict(cases, profiles, name, hidden, global_batch)
+        _report(cases, png)
+        return
+    _need_root()
+    from kfsim.testbed.training import parse_layers
+    rs, ws = _floats(rates, "--rates"), _ints(workers, "--workers", 2)
+    kinds = {k.strip() for k in what.split(",") if k.strip()}
+    if not kinds or kinds - {"collectives", "native", "compressed"}:
+        raise typer.BadParameter(f"--what: choose from collectives, native, compressed; got {what!r}")
+    try:
+        for r in rs:
+            for p in ws:
+                val.profile_for(profiles, name, r, p)
+        ls = parse_layers(layers)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    cases = []
+    if "collectives" in kinds:
+        cases += val.validate_collectives(profiles, name, rs, ws, _ints(sizes, "--sizes", 4), log_root=logs,
+                                          log=typer.echo)
+    if "native" in kinds:
+        cases += val.validate_native(profiles, name, rs, ws, ls, batch, steps, log_root=logs, log=typer.echo)
+    if "compressed" in kinds:
+        sp = [x.strip() for x in specs.split(";") if x.strip()]
+        cases += val.validate_compressed(profiles, name, rs, ws, sp, hidden, global_batch, steps + 2,
+                                         log_root=logs, log=typer.echo)
+    _report(cases, png)
+
+
+def _report(cases, png: Path) -> None:
+    from kfsim.testbed import validate as val
+    if not cases:
+        typer.echo("error: no cases", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"\n{'kind':>22} {'case':>14} {'Mbit/s':>7} {'p':>3} {'predicted s':>12} {'measured s':>11} {'rel err':>8}")
+    for c in cases:
+        typer.echo(f"{c.kind:>22} {c.detail:>14} {c.rate_mbit:7g} {c.p:3d} {c.predicted_s:12.4f} "
+                   f"{c.measured_s:11.4f} {c.rel_error:+8.1%}")
+    med, worst = val.summary(cases)
+    typer.echo(f"\nmedian |error| {med:.1%}   worst {worst:.1%}   (goal: median <= 5 %, worst <= 15 %)")
+    for rate, p, kind, s in val.speedups(cases):
+        typer.echo(f"speedup of {kind} over native all-reduce at {rate:g} Mbit/s, p={p}: {s:.2f}x")
+    typer.echo(f"plot: {val.plot(cases, png)}")
+    cpath = png.with_suffix(".json")
+    import json
+    cpath.write_text(json.dumps([c._asdict() | {"rel_error": c.rel_error} for c in cases], indent=1))
+    typer.echo(f"cases: {cpath}")
