@@ -83,11 +83,13 @@ class JaxOps:
 
     @staticmethod
     def gather(x, idx):
-        return jnp.take(x, idx, mode="fill", fill_value=0)
+        # jnp.take wraps negative indices; the namespace reads them as 0
+        return jnp.take(x, jnp.where(idx < 0, x.size, idx), mode="fill", fill_value=0)
 
     @staticmethod
     def scatter_add(size, idx, vals):
-        return jnp.zeros((size,), vals.dtype).at[idx].add(vals, mode="drop")
+        # .at[] wraps negative indices; the namespace drops them
+        return jnp.zeros((size,), vals.dtype).at[jnp.where(idx < 0, size, idx)].add(vals, mode="drop")
 
     @staticmethod
     def nonzero(mask, capacity):

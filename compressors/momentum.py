@@ -8,7 +8,7 @@ The momentum buffer is per worker and advances once per step (in decode).
 from __future__ import annotations
 
 from compressors.combinator import wrapping
-from compressors.core import Compressor, Leaf, check
+from compressors.core import Compressor, Leaf, check, upcast
 from compressors.registry import canonical, register
 
 
@@ -19,21 +19,22 @@ def _momentum_leaf(beta: float, dampening: bool):
         def init(ops, x):
             return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
 
-        def advanced(x, m):
-            return m * beta + x * scale
+        def advanced(ops, x, m):
+            # in the compute dtype: NumPy's bf16 * Python float would give float32
+            return ops.astype(upcast(ops, m) * beta + upcast(ops, x) * scale, x.dtype)
 
         def encode(ops, x, state, keys, received, r):
             s, m = state
-            pay, s = inner.encode(ops, advanced(x, m), s, keys, received, r)
+            pay, s = inner.encode(ops, advanced(ops, x, m), s, keys, received, r)
             return pay, (s, m)
 
         def local(ops, x, state, own, received):
             s, m = state
-            return inner.local(ops, advanced(x, m), s, own, received)
+            return inner.local(ops, advanced(ops, x, m), s, own, received)
 
         def decode(ops, x, state, own, received, n):
             s, m = state
-            m = advanced(x, m)
+            m = advanced(ops, x, m)
             out, s = inner.decode(ops, m, s, own, received, n)
             return out, (s, m)
 

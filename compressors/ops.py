@@ -8,7 +8,9 @@ conformance suite proves they agree bit for bit.
 
 Array protocol (usable directly on arrays):
     ``+ - * /`` and unary ``-`` between arrays of one dtype, or an array and a
-    Python scalar (the array's dtype wins), broadcasting NumPy-style (0-d and
+    Python scalar (the array's dtype wins — except bf16 on NumPy, where
+    ml_dtypes promotes ``bf16 * float`` to float32: do such arithmetic in
+    ``upcast`` and cast back), broadcasting NumPy-style (0-d and
     ``(nb, 1)`` operands); comparisons ``< <= > >= ==`` (broadcasting too);
     ``& | ^ ~`` on bool and uint32; ``<< >>`` on uint32 with shift < 32;
     ``.shape``, ``.dtype``, ``.ndim``, ``.size``; static indexing ``x[i]`` and
@@ -20,8 +22,10 @@ Bit-exactness across backends holds for this protocol with two caveats a
 compressor author must respect: never divide by a non-constant *broadcast*
 scale when exact agreement matters (XLA turns ``x / c`` into ``x * (1/c)``;
 multiply by a reciprocal yourself), and expect ``jax.jit`` to fuse ``a*b + c``
-into one fused multiply-add and to flush float32 subnormals to zero, so
-jitted and eager results may differ in the last bit.
+into one fused multiply-add (and ``a / sqrt(b)`` into ``a * rsqrt(b)``), so
+jitted and eager results may differ in the last bit; XLA on CPU also
+flushes float32/float64/bf16 subnormal results to zero, so subnormals are
+outside the bit-identity contract.
 
 Dtypes are NumPy dtype objects (``np.float32``, ``np.uint32``;
 ``ml_dtypes.bfloat16`` for bf16). Shapes are static Python tuples; every
@@ -133,7 +137,8 @@ class Ops(Protocol):
     def top_k(self, x: Array, k: int) -> tuple[Array, Array]:
         """The k largest elements of a 1-D array in descending order and
         their int32 indices; ties go to the lowest index first; NaN ranks
-        above +inf. ``0 < k <= x.size``."""
+        above +inf (the order is IEEE totalOrder: +0 above -0, a negative
+        NaN lowest). ``0 < k <= x.size``."""
 
     def gather(self, x: Array, idx: Array) -> Array:
         """``x[idx]`` for a 1-D x; an index outside ``[0, x.size)`` (the

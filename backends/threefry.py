@@ -1,0 +1,215 @@
+"""Threefry-2x32 (Salmon et al. 2011, "Parallel random numbers: as easy as
+1, 2, 3") in NumPy and Numba, bit-identical to ``jax.random``.
+
+The block function maps a key (k0, k1) and a counter (x0, x1), all uint32,
+to two uint32 words through 20 rounds of
+
+    x0 <- x0 + x1;   x1 <- rotl(x1, R[r]) ^ x0,     R = (13, 15, 26, 6 | 17, 29, 16, 24)
+
+with the key schedule ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA) injected before
+the first round and after every fourth: after block j (j = 1..5)
+``x0 += ks[j % 3]; x1 += ks[(j + 1) % 3] + j``.
+
+JAX's key derivation, reproduced here:
+
+* ``key(seed) = (0, seed mod 2**32)`` for seeds in the int32/uint32 range,
+  as ``jax.random.PRNGKey`` in JAX's default 32-bit mode (with
+  ``jax_enable_x64`` JAX uses the high word of a 64-bit seed instead; the
+  two agree for ``0 <= seed < 2**32``).
+* ``fold_in(key, d) = threefry(key, (0, d))``, both output words.
+* ``random_bits(key, shape)[i] = y0 ^ y1`` with
+  ``(y0, y1) = threefry(key, (i >> 32, i & 0xFFFFFFFF))`` for the row-major
+  flat index i: the *partitionable* layout (``jax_threefry_partitionable``,
+  JAX's default since 0.5), where each element depends only on its index.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from backends.numba_kernels import _bits_f32
+
+_M32 = 0xFFFFFFFF
+_PARITY = 0x1BD11BDA
+_ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def threefry2x32(k0, k1, x0, x1) -> tuple[np.ndarray, np.ndarray]:
+    """The block function on uint32 arrays (NumPy reference; broadcasting)."""
+    k0, k1 = np.uint32(k0), np.uint32(k1)
+    x0 = np.asarray(x0, np.uint32).copy()
+    x1 = np.asarray(x1, np.uint32).copy()
+    ks = (k0, k1, np.uint32(k0 ^ k1 ^ np.uint32(_PARITY)))
+    with np.errstate(over="ignore"):  # uint32 arithmetic wraps by design
+        return _blocks(ks, x0, x1)
+
+
+def _blocks(ks, x0, x1):
+    x0 += ks[0]
+    x1 += ks[1]
+    for j in range(1, 6):
+        for r in _ROT[(j - 1) % 2]:
+            x0 += x1
+            x1 = (x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))
+            x1 ^= x0
+        x0 += ks[j % 3]
+        x1 += ks[(j + 1) % 3]
+        x1 += np.uint32(j)
+    return x0, x1
+
+
+def key(seed: int) -> np.ndarray:
+    """uint32[2] key of an integer seed, as ``jax.random.PRNGKey`` (32-bit mode)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"key: seed must be an integer, got {seed!r}")
+    return np.array([0, int(seed) & _M32], np.uint32)
+
+
+def _check_key(k) -> np.ndarray:
+    k = np.asarray(k)
+    if k.shape != (2,) or k.dtype != np.uint32:
+        raise ValueError(f"expected a uint32[2] key, got {k.dtype}{list(k.shape)}")
+    return k
+
+
+def fold_in(k, data) -> np.ndarray:
+    """New key from a key and a uint32 datum, as ``jax.random.fold_in``."""
+    k = _check_key(k)
+    d = np.asarray(data)
+    if d.shape != () or not (np.issubdtype(d.dtype, np.integer)):
+        raise ValueError(f"fold_in: data must be an integer scalar, got {data!r}")
+    v = int(d)
+    if not 0 <= v <= _M32:
+        raise ValueError(f"fold_in: data must be in [0, 2**32), got {v}")
+    y0, y1 = threefry2x32(k[0], k[1], np.uint32(0), np.uint32(v))
+    return np.array([y0, y1], np.uint32)
+
+
+_U = np.uint32
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rotl(v, r):
+    return _U((v << _U(r)) | (v >> _U(32 - r)))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hash(a, b, c, ctr):
+    """y0 ^ y1 of threefry((a, b), (0, counter)) given ctr = counter + b
+    (the first key injection) and c = a ^ b ^ 0x1BD11BDA."""
+    x0 = a
+    x1 = ctr
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 13) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 15) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 26) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 6) ^ x0)
+    x0 = _U(x0 + b); x1 = _U(x1 + _U(c + _U(1)))
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 17) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 29) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 16) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 24) ^ x0)
+    x0 = _U(x0 + c); x1 = _U(x1 + _U(a + _U(2)))
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 13) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 15) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 26) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 6) ^ x0)
+    x0 = _U(x0 + a); x1 = _U(x1 + _U(b + _U(3)))
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 17) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 29) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 16) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 24) ^ x0)
+    x0 = _U(x0 + b); x1 = _U(x1 + _U(c + _U(4)))
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 13) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 15) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 26) ^ x0)
+    x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 6) ^ x0)
+    x0 = _U(x0 + c); x1 = _U(x1 + _U(a + _U(5)))
+    return x0 ^ x1
+
+
+@numba.njit(cache=True, nogil=True)
+def _bits_kernel(k0, k1, start, out):
+    """out[i] = y0 ^ y1 of threefry((k0, k1), (0, start + i)), start + out.size <= 2**32.
+
+    Every step is cast back to uint32 so LLVM vectorizes 16 lanes wide."""
+    a = _U(k0)
+    b = _U(k1)
+    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    base = _U(_U(start) + b)
+    for i in range(out.size):
+        out[i] = _hash(a, b, c, _U(_U(i) + base))
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform_kernel(k0, k1, start, out):
+    """out[i] = bitcast((bits >> 9) | 0x3F800000) - 1 for the same bits."""
+    a = _U(k0)
+    b = _U(k1)
+    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    base = _U(_U(start) + b)
+    for i in range(out.size):
+        h = _hash(a, b, c, _U(_U(i) + base))
+        out[i] = _bits_f32((h >> _U(9)) | _U(0x3F800000)) - np.float32(1.0)
+
+
+@numba.njit(cache=True, parallel=True)
+def _bits_parallel(k0, k1, out, chunk):
+    nchunks = (out.size + chunk - 1) // chunk
+    for j in numba.prange(nchunks):
+        lo = j * chunk
+        hi = min(out.size, lo + chunk)
+        _bits_kernel(k0, k1, lo, out[lo:hi])
+
+
+@numba.njit(cache=True, parallel=True)
+def _uniform_parallel(k0, k1, out, chunk):
+    nchunks = (out.size + chunk - 1) // chunk
+    for j in numba.prange(nchunks):
+        lo = j * chunk
+        hi = min(out.size, lo + chunk)
+        _uniform_kernel(k0, k1, lo, out[lo:hi])
+
+
+_PARALLEL_MIN = 1 << 18
+
+
+def random_bits(k, shape) -> np.ndarray:
+    """uint32 bits of ``shape``, identical to ``jax.random.bits(key, shape)``."""
+    k = _check_key(k)
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    if n > 1 << 32:
+        raise ValueError(f"random_bits: {n} elements exceed 2**32")
+    out = np.empty(n, np.uint32)
+    if n >= _PARALLEL_MIN:
+        _bits_parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
+    elif n:
+        _bits_kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
+    return out.reshape(shape)
+
+
+def uniform(k, shape) -> np.ndarray:
+    """float32 in [0, 1) from :func:`random_bits` (``Ops.uniform``), fused."""
+    k = _check_key(k)
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    if n > 1 << 32:
+        raise ValueError(f"uniform: {n} elements exceed 2**32")
+    out = np.empty(n, np.float32)
+    if n >= _PARALLEL_MIN:
+        _uniform_parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
+    elif n:
+        _uniform_kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
+    return out.reshape(shape)
+
+
+def random_bits_reference(k, shape) -> np.ndarray:
+    """The same bits from the NumPy block function (slow; for tests)."""
+    k = _check_key(k)
+    shape = tuple(int(s) for s in shape)
+    i = np.arange(math.prod(shape), dtype=np.uint64)
+    y0, y1 = threefry2x32(k[0], k[1], (i >> np.uint64(32)).astype(np.uint32),
+                          (i & np.uint64(_M32)).astype(np.uint32))
+    return (y0 ^ y1).reshape(shape)
