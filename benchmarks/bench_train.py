@@ -20,8 +20,6 @@ import time
 STRATEGIES = {
     "loop/loop/jax": dict(grad_mode="loop", exchange="loop", backend="jax"),
     "vmap/vmap/jax": dict(grad_mode="vmap", exchange="vmap", backend="jax"),
-    "loop/loop/jax-numba": dict(grad_mode="loop", exchange="loop", backend="jax-numba"),
-    "vmap/vmap/jax-numba": dict(grad_mode="vmap", exchange="vmap", backend="jax-numba"),
 }
 
 

@@ -10,7 +10,7 @@ from kfsim.train import optim, tasks
 MODES = ("sync", "async")
 GRAD_MODES = ("loop", "vmap")
 EXCHANGES = ("loop", "vmap")
-BACKENDS = ("jax", "jax-numba")
+BACKENDS = ("jax",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RunConfig:
     limit_train: int | None = None
     limit_test: int | None = None
     target_accuracy: float | None = None
-    backend: str = "jax"                  # "jax-numba": JAX with the Numba radix-select top_k
+    backend: str = "jax"                  # the ops binding (its top_k uses a Numba kernel on CPU)
     grad_mode: str = "loop"               # per-worker gradients: "loop" (unrolled) or "vmap"
     exchange: str = "loop"                # "loop": compressors.exchange.exchange; "vmap": vectorised over workers
     server_compressor: str | None = None  # parameter-server mode: compress the reply too

@@ -53,11 +53,7 @@ def parse_compressor(spec: str):
 
 
 def get_ops(name: str):
-    """The ops namespace: a backend of ``backends`` or "jax-numba" (kfsim.train.fastops)."""
-    if name == "jax-numba":
-        from kfsim.train import fastops
-
-        return fastops.OPS
+    """The ops namespace of a backend of ``backends`` (training jits steps: JAX)."""
     return backends.get(name)
 
 
