@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "kfsim.cli.train_cmd",
     "kfsim.cli.study_cmd",
     "kfsim.cli.launch_cmd",
+    "kfsim.cli.testbed_cmd",
 )
 
 
