@@ -43,6 +43,7 @@ import numpy as np
 
 from backends.mindspore_rules import RULES
 from backends.mindspore_trace import LoweringError, Program, TracingOps, Var
+from compressors.exchange import combine
 from compressors.core import Compressor, Keys, Law
 
 MS_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
@@ -346,12 +347,7 @@ def _unflat(tree, leaves):
 def _combine(prog, ops, law, payloads, n, comm):
     import jax.tree_util as jtu
     if comm == "loopback":
-        if law is Law.SUM:
-            total = payloads[0]
-            for p in payloads[1:]:
-                total = jtu.tree_map(lambda a, b: a + b, total, p)
-            return total
-        return jtu.tree_map(lambda *xs: ops.stack(xs), *payloads)
+        return combine(ops, law, payloads)
     (p,) = payloads
     op = "comm_sum" if law is Law.SUM else "comm_gather"
     return jtu.tree_map(lambda x: prog.bind(op, (x,), {"n": n}), p)

@@ -175,34 +175,29 @@ def _uniform_parallel(k0, k1, out, chunk):
 _PARALLEL_MIN = 1 << 18
 
 
-def random_bits(k, shape) -> np.ndarray:
-    """uint32 bits of ``shape``, identical to ``jax.random.bits(key, shape)``."""
+def _fill(k, shape, dtype, kernel, parallel, what: str) -> np.ndarray:
+    """Run a counter-mode kernel over ``prod(shape)`` counters (threads above _PARALLEL_MIN)."""
     k = _check_key(k)
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
     if n > 1 << 32:
-        raise ValueError(f"random_bits: {n} elements exceed 2**32")
-    out = np.empty(n, np.uint32)
+        raise ValueError(f"{what}: {n} elements exceed 2**32")
+    out = np.empty(n, dtype)
     if n >= _PARALLEL_MIN:
-        _bits_parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
+        parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
     elif n:
-        _bits_kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
+        kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
     return out.reshape(shape)
+
+
+def random_bits(k, shape) -> np.ndarray:
+    """uint32 bits of ``shape``, identical to ``jax.random.bits(key, shape)``."""
+    return _fill(k, shape, np.uint32, _bits_kernel, _bits_parallel, "random_bits")
 
 
 def uniform(k, shape) -> np.ndarray:
     """float32 in [0, 1) from :func:`random_bits` (``Ops.uniform``), fused."""
-    k = _check_key(k)
-    shape = tuple(int(s) for s in shape)
-    n = math.prod(shape)
-    if n > 1 << 32:
-        raise ValueError(f"uniform: {n} elements exceed 2**32")
-    out = np.empty(n, np.float32)
-    if n >= _PARALLEL_MIN:
-        _uniform_parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
-    elif n:
-        _uniform_kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
-    return out.reshape(shape)
+    return _fill(k, shape, np.float32, _uniform_kernel, _uniform_parallel, "uniform")
 
 
 def random_bits_reference(k, shape) -> np.ndarray:
