@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -170,11 +171,14 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     out = open(log_dir / "msrun.out", "w")
     proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    previous = _raise_on_sigterm()
     try:
         err = _watch(proc, log_dir, workers, t0, timeout_s, stall_s)
     finally:
         _kill_group(proc)
         out.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     wall = time.time() - t0
     if err is not None:
         raise LaunchError(f"{err}; logs kept in {log_dir}\n{_tail(log_dir)}")
@@ -183,6 +187,18 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     if own_logs and not keep_logs and record.parent != log_dir:
         shutil.rmtree(log_dir, ignore_errors=True)
     return LaunchResult(record, log_dir, wall)
+
+
+def _raise_on_sigterm():
+    """Make SIGTERM raise in this (main) thread, so the msrun session is
+    killed by the ``finally`` above; returns the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise LaunchError(f"launcher stopped by signal {signum}")
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float) -> str | None:
