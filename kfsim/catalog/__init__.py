@@ -51,24 +51,23 @@ def get_model(model: str | ModelProfile) -> ModelProfile:
     raise ValueError(f"unknown model {model!r}; known: {', '.join(model_names())}")
 
 
-def get_device(device: str | Accelerator) -> Accelerator:
-    if isinstance(device, Accelerator):
-        return device
-    key = _norm(device, _devices.ALIASES)
-    found = _USER_DEVICES.get(key) or _devices.BUILTIN.get(key)
+def _lookup(value, cls, module, user: dict, what: str, names):
+    """A catalog entry by name (user entries first), or the entry itself."""
+    if isinstance(value, cls):
+        return value
+    key = _norm(value, module.ALIASES)
+    found = user.get(key) or module.BUILTIN.get(key)
     if found is None:
-        raise ValueError(f"unknown device {device!r}; known: {', '.join(device_names())}")
+        raise ValueError(f"unknown {what} {value!r}; known: {', '.join(names())}")
     return found
+
+
+def get_device(device: str | Accelerator) -> Accelerator:
+    return _lookup(device, Accelerator, _devices, _USER_DEVICES, "device", device_names)
 
 
 def get_link(link: str | Link) -> Link:
-    if isinstance(link, Link):
-        return link
-    key = _norm(link, _links.ALIASES)
-    found = _USER_LINKS.get(key) or _links.BUILTIN.get(key)
-    if found is None:
-        raise ValueError(f"unknown link {link!r}; known: {', '.join(link_names())}")
-    return found
+    return _lookup(link, Link, _links, _USER_LINKS, "link", link_names)
 
 
 def register_model(profile: ModelProfile) -> None:
