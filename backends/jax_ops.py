@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from compressors.ops import Fused
 from backends._common import UNIFORM_ONE_BITS, _is_float, check_bits, int_bounds, next_pow2
 
 
@@ -25,7 +26,7 @@ def _host_top_k(x, k):
     return out.astype(np.int32).reshape(x.shape[:-1] + (k,))
 
 
-class JaxOps:
+class JaxOps(Fused):
     name = "jax"
 
     asarray = staticmethod(lambda x, dtype=None: jnp.asarray(x, dtype=dtype))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from compressors.ops import OP_NAMES
+from compressors.ops import OP_NAMES, Fused
 
 _CACHE: dict = {}
 
@@ -169,7 +169,7 @@ def _run(op: str, args: tuple, kwargs: dict):
     return res[0] if single else tuple(res)
 
 
-class MindSporeOps:
+class MindSporeOps(Fused):
     """The ops namespace on MindSpore tensors (see module docstring)."""
 
     name = "mindspore"

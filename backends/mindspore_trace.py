@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from compressors.ops import OP_NAMES
+from compressors.ops import OP_NAMES, Fused
 
 
 class LoweringError(ValueError):
@@ -224,7 +224,7 @@ def _has_var(a) -> bool:
     return False
 
 
-class TracingOps:
+class TracingOps(Fused):
     """An ``Ops`` that records calls into a :class:`Program`."""
 
     name = "mindspore-trace"

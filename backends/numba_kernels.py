@@ -209,46 +209,45 @@ def _bitrev(u, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pair_rows(x, r0, r1, B, out):
-    """out = row r0 + row r1 of x seen as rows of B (zero-padded past x.size)."""
+def _pair_rows(x, r0, r1, B, absolute, out):
+    """out = row r0 + row r1 of x seen as rows of B (zero-padded past x.size),
+    of |x| if ``absolute``."""
     m = x.size
     a = r0 * B
     b = r1 * B
+    z = x.dtype.type(0)
     if b + B <= m:
-        for c in range(B):
-            out[c] = x[a + c] + x[b + c]
+        xa = x[a:a + B]
+        xb = x[b:b + B]
+        if absolute:
+            for c in range(B):
+                out[c] = abs(xa[c]) + abs(xb[c])
+        else:
+            for c in range(B):
+                out[c] = xa[c] + xb[c]
     else:
-        z = x.dtype.type(0)
         for c in range(B):
             va = x[a + c] if a + c < m else z
             vb = x[b + c] if b + c < m else z
-            out[c] = va + vb
+            out[c] = (abs(va) + abs(vb)) if absolute else (va + vb)
 
 
 @numba.njit(cache=True, nogil=True)
-def halving_sum(x, B):
-    """``Ops.sum`` of a 1-D float array with 2B <= x.size, B a power of two.
+def _counter_sum(x, B, L, u0, count, absolute, out):
+    """out = the halving-order sum of the row pairs u0 .. u0 + count - 1 (count
+    a power of two, u0 a multiple of it): a complete subtree of the order.
 
-    Zero-pad to p = 2**P and view as R = p / B rows of B. The halving order
-    adds row t to row t + R/2, then those sums at distance R/4, ... until one
-    row is left, then halves that row. In bit-reversed row order those pairs
-    are neighbours, so a binary-counter stack of log2(R) rows produces the
-    same additions, in the same association, reading x once."""
-    m = x.size
-    p = 1
-    while p < m:
-        p <<= 1
-    R = p // B
-    L = 0
-    while (1 << L) < R:
-        L += 1
+    Row pair u is rows (r, r + R/2) with r = bitrev(u, L - 1). In bit-reversed
+    order the halving order's pairs are neighbours, so a binary-counter stack
+    of rows produces the same additions, in the same association."""
+    half = 1 << (L - 1)
     stack = np.empty((L + 1, B), x.dtype)
     used = np.zeros(L + 1, np.bool_)
     cur = np.empty(B, x.dtype)
-    half = R // 2
-    for u in range(half):
+    top = 0
+    for u in range(u0, u0 + count):
         r0 = _bitrev(u, L - 1)
-        _pair_rows(x, r0, r0 + half, B, cur)
+        _pair_rows(x, r0, r0 + half, B, absolute, cur)
         level = 1
         while used[level]:
             prev = stack[level]
@@ -258,7 +257,41 @@ def halving_sum(x, B):
             level += 1
         stack[level, :] = cur
         used[level] = True
-    row = stack[L]
+        top = level
+    out[:] = stack[top]
+
+
+@numba.njit(cache=True, parallel=True)
+def halving_sum(x, B, parts, absolute):
+    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``) with
+    2B <= x.size, B a power of two, in ``parts`` threads (a power of two).
+
+    Zero-pad to p = 2**P and view as R = p / B rows of B. The halving order
+    adds row t to row t + R/2, then those sums at distance R/4, ... until one
+    row is left, then halves that row. The row pairs split into ``parts``
+    complete subtrees (:func:`_counter_sum`), summed in parallel and then
+    combined pairwise in the same order, so the bits do not depend on
+    ``parts``. x is read once."""
+    m = x.size
+    p = 1
+    while p < m:
+        p <<= 1
+    R = p // B
+    L = 0
+    while (1 << L) < R:
+        L += 1
+    half = R // 2
+    parts = min(parts, half)
+    count = half // parts
+    rows = np.empty((parts, B), x.dtype)
+    for j in numba.prange(parts):
+        _counter_sum(x, B, L, j * count, count, absolute, rows[j])
+    while parts > 1:
+        parts //= 2
+        for j in range(parts):
+            for c in range(B):
+                rows[j, c] = rows[2 * j, c] + rows[2 * j + 1, c]
+    row = rows[0]
     h = B
     while h > 1:
         h //= 2
@@ -268,8 +301,29 @@ def halving_sum(x, B):
 
 
 # ---------------------------------------------------------------------------
-# select
+# sign, select
 # ---------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _sign_range(x, out):
+    one = x.dtype.type(1)
+    zero = x.dtype.type(0)
+    for i in range(x.size):
+        v = x[i]
+        r = one if v > zero else v
+        out[i] = -one if v < zero else r
+
+
+@numba.njit(cache=True, parallel=True)
+def sign_into(x, out):
+    """out = +1 / -1 for positive / negative x; zeros (either sign) and NaN
+    are copied (``Ops.sign``): branch-free selects (LLVM vectorizes them) on
+    all cores, in chunks of 2**16."""
+    chunk = 1 << 16
+    for j in numba.prange((x.size + chunk - 1) // chunk):
+        _sign_range(x[j * chunk:(j + 1) * chunk], out[j * chunk:(j + 1) * chunk])
+    return out
 
 
 @numba.njit(cache=True, nogil=True)

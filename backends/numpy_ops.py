@@ -28,9 +28,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from backends import numba_fused as F
 from backends import numba_kernels as K
 from backends import threefry
 from backends._common import _is_float, check_bits, next_pow2
+from compressors.ops import Fused
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -45,7 +47,7 @@ def _compute_float(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == _BF16 else dtype
 
 
-class NumpyOps:
+class NumpyOps(Fused):
     name = "numpy"
 
     # -- creation and shape -------------------------------------------------
@@ -105,6 +107,8 @@ class NumpyOps:
     @staticmethod
     def sign(x):
         x = _arr(x)
+        if x.dtype in _KERNEL_FLOATS:
+            return K.sign_into(np.ascontiguousarray(x).reshape(-1), np.empty(x.size, x.dtype)).reshape(x.shape)
         s = np.asarray(np.sign(x))
         if _is_float(x.dtype):
             # sign(-0.0) is -0.0 in JAX (NumPy gives +0.0): keep zeros as they are
@@ -285,6 +289,66 @@ class NumpyOps:
             raise ValueError(f"unpack_bits: {count} codes do not fit in {words.size} words of {per}")
         return K.unpack_bits(words, int(bits), int(count))
 
+    # -- fused (compressors.ops.Fused): one-pass Numba kernels -----------------
+    def bucket_min_max(self, x, bucket):
+        x = _arr(x)
+        if x.ndim != 1:
+            raise ValueError(f"bucket_min_max: expects a 1-D array, got shape {x.shape}")
+        if x.dtype not in _KERNEL_FLOATS or x.size == 0:
+            return Fused.bucket_min_max(self, x, bucket)
+        return F.bucket_min_max(np.ascontiguousarray(x), int(bucket))
+
+    def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key):
+        x = _arr(x)
+        check_bits(bits)
+        if x.ndim != 1:
+            raise ValueError(f"quantize_pack: expects a 1-D array, got shape {x.shape}")
+        if x.dtype not in _KERNEL_FLOATS:
+            return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key)
+        c = lambda v: np.ascontiguousarray(_arr(v), dtype=x.dtype)
+        return F.quantize_pack(np.ascontiguousarray(x), c(offset), c(inv_scale), int(bucket), top, int(bits),
+                               threefry._check_key(key))
+
+    def dequantize(self, words, bits, count, offset, scale, bucket):
+        offset = _arr(offset)
+        check_bits(bits)
+        if offset.dtype not in _KERNEL_FLOATS:
+            return Fused.dequantize(self, words, bits, count, offset, scale, bucket)
+        words = np.ascontiguousarray(_arr(words), dtype=np.uint32)
+        if not 0 <= count <= words.size * (32 // bits):
+            raise ValueError(f"dequantize: {count} codes do not fit in {words.size} words of {32 // bits}")
+        return F.dequantize(words, int(bits), int(count), np.ascontiguousarray(offset),
+                            np.ascontiguousarray(_arr(scale), dtype=offset.dtype), int(bucket))
+
+    def sum_abs(self, x):
+        x = _arr(x)
+        if x.ndim != 1:
+            raise ValueError(f"sum_abs: expects a 1-D array, got shape {x.shape}")
+        if x.dtype not in _KERNEL_FLOATS or x.size < 2 * _SUM_ROW:
+            return Fused.sum_abs(self, x)
+        return _kernel_sum(x, True)
+
+    def pack_signs(self, x):
+        x = _arr(x)
+        if x.ndim != 1:
+            raise ValueError(f"pack_signs: expects a 1-D array, got shape {x.shape}")
+        if x.dtype not in _KERNEL_FLOATS:
+            return Fused.pack_signs(self, x)
+        return F.pack_signs(np.ascontiguousarray(x))
+
+    def unpack_signs(self, words, count, pos, neg):
+        pos, neg = _arr(pos), _arr(neg)
+        if pos.dtype != neg.dtype or pos.shape != () or neg.shape != ():
+            raise ValueError(f"unpack_signs: pos and neg must be 0-d arrays of one dtype, "
+                             f"got {pos.dtype}{list(pos.shape)} and {neg.dtype}{list(neg.shape)}")
+        words = np.ascontiguousarray(_arr(words), dtype=np.uint32)
+        if not 0 <= count <= words.size * 32:
+            raise ValueError(f"unpack_signs: {count} bits do not fit in {words.size} words")
+        return F.unpack_signs(words, int(count), pos, neg)
+
+
+_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 _NARROW = {np.dtype(np.float16): (K.f32_to_f16, K.f16_to_f32), _BF16: (K.f32_to_bf16, K.bf16_to_f32)}
 
@@ -313,6 +377,16 @@ _SELECT_MIN = 1 << 14  # below this np.where is as fast as the kernel call
 _SUM_ROW = 1024  # row length of the one-pass kernel (a power of two)
 
 
+def _kernel_sum(x: np.ndarray, absolute: bool) -> np.ndarray:
+    """The one-pass halving-sum kernel (of |x| if ``absolute``), threaded for long vectors."""
+    parts = _SUM_PARTS if x.size >= _SUM_PARALLEL_MIN else 1
+    return np.asarray(K.halving_sum(np.ascontiguousarray(x), _SUM_ROW, parts, absolute), dtype=x.dtype)
+
+
+_SUM_PARTS = 8  # subtrees summed in parallel (a power of two; the bits do not depend on it)
+_SUM_PARALLEL_MIN = 1 << 20
+
+
 def _halving_sum(x: np.ndarray, axis) -> np.ndarray:
     """Sum with the halving order of ``Ops.sum``, without materialising the
     zero padding: the first level adds the upper part onto a copy of the
@@ -322,7 +396,7 @@ def _halving_sum(x: np.ndarray, axis) -> np.ndarray:
         x = x.reshape(-1)
         axis = 0
         if x.size >= 2 * _SUM_ROW and x.dtype in (np.float32, np.float64):
-            return np.asarray(K.halving_sum(np.ascontiguousarray(x), _SUM_ROW), dtype=x.dtype)
+            return _kernel_sum(x, False)
     x = np.moveaxis(x, axis, -1)
     m = x.shape[-1]
     if m == 0:

@@ -22,6 +22,8 @@ def combine(ops: Ops, law: Law, payloads: Sequence[Any]) -> Any:
         for p in payloads[1:]:
             total = jtu.tree_map(lambda a, b: a + b, total, p)
         return total
+    if len(payloads) == 1:  # a leading axis of one: a view, not a copy
+        return jtu.tree_map(lambda a: ops.reshape(a, (1,) + tuple(a.shape)), payloads[0])
     return jtu.tree_map(lambda *xs: ops.stack(xs), *payloads)
 
 

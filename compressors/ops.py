@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
+import numpy as np  # dtype objects only
+
 Array = Any
 Key = Any  # uint32 array of shape (2,), JAX's raw threefry2x32 key layout
 
@@ -179,9 +181,120 @@ class Ops(Protocol):
         """Inverse of :meth:`pack_bits`: the first ``count`` codes."""
 
 
+class Fused:
+    """Fused operations. Each is *defined* by the composition of primitive
+    ops in its body, which is also its implementation on every backend that
+    inherits this class (JAX, where XLA fuses the composition anyway, and
+    MindSpore, whose lowering traces through it). A backend may override a
+    fused op with a one-pass kernel (NumPy/Numba does) that must return the
+    same bits as the composition; ``tests/backends/test_fused.py`` checks it.
+
+    They exist for eager backends, where every primitive op is a full pass
+    over memory: a quantizer written with them reads the gradient twice and
+    writes only its packed codes.
+
+    Buckets: a 1-D array of d entries is cut into ``nb = ceil(d / B)``
+    buckets of B consecutive entries (the last may be shorter); ``bucket=0``
+    means one bucket of all d entries. Per-bucket arguments are 1-D of
+    length nb.
+    """
+
+    def bucket_min_max(self, x: Array, bucket: int) -> tuple[Array, Array]:
+        """(min, max) of each bucket of a 1-D float array, in x's dtype
+        (an empty array has no buckets). A bucket holding a NaN gives NaN for both. When a bucket's
+        extreme is a tie of -0.0 and +0.0, which zero comes back is
+        unspecified (add +0.0 to normalise it)."""
+        nb, b = _grid(x.size, bucket)
+        if nb * b > x.size:  # repeat the last entry: min and max are unchanged
+            x = self.gather(x, self.minimum(self.arange(nb * b), x.size - 1))
+        rows = self.reshape(x, (nb, b))
+        return -self.max(-rows, axis=1), self.max(rows, axis=1)
+
+    def quantize_pack(self, x: Array, offset: Array, inv_scale: Array, bucket: int, top: float, bits: int,
+                      key: Key) -> Array:
+        """Stochastic rounding of a per-bucket affine map, bit-packed. For
+        entry i of the 1-D float32/float64 array x, in bucket b::
+
+            y_i    = min(max((x_i - offset_b) * inv_scale_b, 0), top)     (NaN -> code 0)
+            code_i = floor(y_i) + [u_i < y_i - floor(y_i)]
+
+        returns ``pack_bits(code, bits)``; ``top <= 2**bits - 1``; offset and
+        inv_scale are in x's dtype. The uniforms have 16 bits, two per
+        threefry word: with ``r = random_bits(key, (ceil(d / 2),))``,
+        ``u_2m = (r_m & 0xFFFF + 0.5) / 2**16`` and ``u_2m+1 = (r_m >> 16 +
+        0.5) / 2**16`` (float32, exact). So ``E[code_i] = y_i`` up to 2**-17
+        (one half of the uniform's resolution), for half the random bits."""
+        d = x.size
+        nb, b = _grid(d, bucket)
+        rows = self.reshape(self.pad(x, nb * b - d), (nb, b))
+        y = (rows - self.reshape(offset, (nb, 1))) * self.reshape(inv_scale, (nb, 1))
+        y = self.minimum(self.maximum(y, 0.0), top)
+        f = self.floor(y)
+        u = self.astype(self.reshape(self._uniform16(key, nb * b), (nb, b)), x.dtype)
+        q = self.where(u < y - f, f + 1.0, f)
+        codes = self.astype(self.reshape(q, (nb * b,))[:d], np.uint32)
+        return self.pack_bits(codes, bits)
+
+    def _uniform16(self, key: Key, n: int) -> Array:
+        """n float32 uniforms of 16 bits each, two from every threefry word."""
+        h = -(-n // 2)
+        r = self.random_bits(key, (h,))
+        halves = self.stack([r & self.asarray(0xFFFF, np.uint32), r >> self.asarray(16, np.uint32)])
+        codes = self.reshape(self.transpose(halves), (2 * h,))[:n]
+        return (self.astype(codes, np.float32) + 0.5) * (1.0 / 65536.0)
+
+    def dequantize(self, words: Array, bits: int, count: int, offset: Array, scale: Array,
+                   bucket: int) -> Array:
+        """The inverse map of :meth:`quantize_pack`: ``offset_b + code_i *
+        scale_b`` (two roundings, in that order) for the first ``count``
+        codes of ``unpack_bits(words, bits, count)``, 1-D in offset's dtype
+        (float32/float64; scale has the same dtype)."""
+        nb, b = _grid(count, bucket)
+        codes = self.astype(self.unpack_bits(words, bits, count), offset.dtype)
+        rows = self.reshape(self.pad(codes, nb * b - count), (nb, b))
+        out = self.reshape(offset, (nb, 1)) + rows * self.reshape(scale, (nb, 1))
+        return self.reshape(out, (nb * b,))[:count]
+
+    def sum_abs(self, x: Array) -> Array:
+        """``sum(abs(x))`` of a 1-D float array, in :meth:`Ops.sum`'s halving
+        order (the L1 norm; x's dtype)."""
+        return self.sum(self.abs(x))
+
+    def pack_signs(self, x: Array) -> Array:
+        """One bit per entry of a 1-D float array, 1 where ``x < 0`` (so
+        -0.0 and NaN give 0): ``pack_bits(astype(x < 0, uint32), 1)``."""
+        return self.pack_bits(self.astype(x < 0, np.uint32), 1)
+
+    def unpack_signs(self, words: Array, count: int, pos: Array, neg: Array) -> Array:
+        """``neg`` where bit i of :meth:`pack_signs`'s words is 1, else
+        ``pos``: 1-D of ``count`` entries in the dtype of the 0-d arrays pos
+        and neg (same dtype), their exact bits."""
+        bit = self.unpack_bits(words, 1, count)
+        return self.where(bit > 0, neg, pos)
+
+
+def _grid(d: int, bucket: int) -> tuple[int, int]:
+    b = bucket if bucket else max(d, 1)
+    return -(-d // b), b
+
+
 OP_NAMES = tuple(
     name for name in Ops.__dict__ if not name.startswith("_") and callable(Ops.__dict__[name])
 )
+FUSED_NAMES = tuple(
+    name for name in Fused.__dict__ if not name.startswith("_") and callable(Fused.__dict__[name])
+)
+
+
+def _sections(cls, names) -> list[str]:
+    import inspect
+
+    lines = []
+    for name in names:
+        fn = cls.__dict__[name]
+        sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+        lines += [f"### `{name}{sig}`", "", inspect.cleandoc(fn.__doc__ or ""), ""]
+    return lines
 
 
 def reference_markdown() -> str:
@@ -192,10 +305,9 @@ def reference_markdown() -> str:
              "Generated from `compressors/ops.py` by `python -m compressors.ops > docs/ops.md`;",
              "a test fails when this file and the code disagree.", "",
              inspect.cleandoc(__doc__ or ""), "", "## Operations", ""]
-    for name in OP_NAMES:
-        fn = Ops.__dict__[name]
-        sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
-        lines += [f"### `{name}{sig}`", "", inspect.cleandoc(fn.__doc__ or ""), ""]
+    lines += _sections(Ops, OP_NAMES)
+    lines += ["## Fused operations", "", inspect.cleandoc(Fused.__doc__ or ""), ""]
+    lines += _sections(Fused, FUSED_NAMES)
     return "\n".join(lines)
 
 

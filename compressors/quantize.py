@@ -4,14 +4,20 @@ Stochastic rounding (Gupta et al. 2015) on a min-max grid per bucket of B
 consecutive entries (the bucketing of QSGD, Alistarh et al. 2017):
 
     lo = min_b x,   Δ = (max_b x - lo) · (1 / (2^bits - 1))
-    q_i = SR((x_i - lo) / Δ) ∈ {0, ..., 2^bits - 1},   SR(y) = floor(y) + Bernoulli(y - floor(y))
+    q_i = SR((x_i - lo) · (1 / Δ)) ∈ {0, ..., 2^bits - 1},   SR(y) = floor(y) + Bernoulli(y - floor(y))
     C(x)_i = lo + q_i Δ
 
 E[q_i] = (x_i - lo) / Δ, so E[C(x)] = x (unbiased). Δ is floored at 2^-126
 (the smallest normal float32) so 1/Δ stays finite; a constant bucket (all
-zeros, say) still decodes exactly, to lo. int8 = quantize(bits=8), int4 =
-quantize(bits=4). B = 0 means one bucket per tensor. Gather: every worker
-has its own scales.
+zeros, say) still decodes exactly, to lo. 1/Δ is floored at 2^-126 too, so
+no backend flushes a subnormal reciprocal (a bucket whose range exceeds
+2^126, |x| > 4e37, then rounds with a coarser grid). int8 =
+quantize(bits=8), int4 = quantize(bits=4). B = 0 means one bucket per
+tensor. Gather: every worker has its own scales.
+
+Written with the fused ops ``bucket_min_max``, ``quantize_pack`` and
+``dequantize`` (``compressors.ops.Fused``): on NumPy each is one pass over
+memory on all cores.
 
 Wire format (d entries, nb = ceil(d / B) buckets), in this order:
     codes  uint32[ceil(d / floor(32 / bits))]   q_i packed by ops.pack_bits(., bits)
@@ -29,7 +35,7 @@ decodes to NaN the same way.
 from __future__ import annotations
 
 from compressors import _quant as Q
-from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round
+from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round, upcast
 from compressors.registry import canonical, register
 
 
@@ -37,19 +43,18 @@ def _quantize_leaf(bits: int, bucket: int):
     top = float(2**bits - 1)
 
     def compress(ops, x, state, keys):
-        rows = Q.to_buckets(ops, x, bucket)
-        lo_w, lo = Q.wire_scale(ops, Q.row_min(ops, rows), x.dtype)
-        step_w, step = Q.wire_scale(ops, Q.floored(ops, (ops.max(rows, axis=1) - lo) * (1.0 / top)), x.dtype)
-        y = Q.divide(ops, rows - Q.column(ops, lo), step)
-        q = Q.stochastic_round(ops, ops.minimum(ops.maximum(y, 0.0), top), keys.worker)
-        return (Q.pack(ops, q, bits, x.size), lo_w, step_w), state
+        flat = upcast(ops, ops.reshape(x, (-1,)))
+        mins, maxs = ops.bucket_min_max(flat, bucket)
+        lo_w, lo = Q.wire_scale(ops, mins + 0.0, x.dtype)  # + 0.0: -0.0 -> +0.0
+        step_w, step = Q.wire_scale(ops, Q.floored(ops, (maxs - lo) * (1.0 / top)), x.dtype)
+        inv = Q.floored(ops, 1.0 / step)
+        return (ops.quantize_pack(flat, lo, inv, bucket, top, bits, keys.worker), lo_w, step_w), state
 
     def decompress(ops, payload, x):
         packed, lo_w, step_w = payload
         dt = compute_dtype(x.dtype)
-        q = Q.unpack(ops, packed, bits, x.size, bucket, dt)
-        lo, step = ops.astype(lo_w, dt), ops.astype(step_w, dt)
-        return Q.from_buckets(ops, Q.column(ops, lo) + q * Q.column(ops, step), x)
+        out = ops.dequantize(packed, bits, x.size, ops.astype(lo_w, dt), ops.astype(step_w, dt), bucket)
+        return ops.astype(ops.reshape(out, x.shape), x.dtype)
 
     return single_round(
         law=Law.GATHER,

@@ -37,7 +37,7 @@ def _signsgd_leaf():
 
     def decompress(ops, payload, x):
         packed, weight = payload
-        return ops.astype(unpack_signs(ops, packed, x, np.float32) * weight, x.dtype)
+        return ops.astype(unpack_signs(ops, packed, x, weight, -weight), x.dtype)
 
     def vote(ops, received, x, n):
         total = None
@@ -65,17 +65,14 @@ def _scaled_leaf(two_scales: bool):
             scales = ops.astype(ops.stack([sp, sn]), np.float32)
         else:
             d = max(xf.size, 1)
-            scales = ops.astype(ops.reshape(ops.sum(ops.abs(xf)) / float(d), (1,)), np.float32)
+            scales = ops.astype(ops.reshape(ops.sum_abs(xf) / float(d), (1,)), np.float32)
         return (pack_signs(ops, x), scales), state
 
     def decompress(ops, payload, x):
         packed, scales = payload
-        cd = compute_dtype(x.dtype)
-        pm = unpack_signs(ops, packed, x, cd)
-        s = ops.astype(scales, cd)
-        if two_scales:
-            return ops.astype(ops.where(pm > 0, s[0], -s[1]), x.dtype)
-        return ops.astype(pm * s[0], x.dtype)
+        s = ops.astype(scales, compute_dtype(x.dtype))
+        neg = -s[1] if two_scales else -s[0]
+        return ops.astype(unpack_signs(ops, packed, x, s[0], neg), x.dtype)
 
     nscales = 2 if two_scales else 1
     return single_round(law=Law.GATHER, bits=lambda shape, dtype: sign_bits(shape) + 32 * nscales,

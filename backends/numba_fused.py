@@ -1,0 +1,385 @@
+"""Numba kernels for the *fused* ops of the namespace (``compressors.ops.Fused``).
+
+Each kernel computes, in one pass over memory and on all cores, exactly what
+the fused op's reference composition computes through many primitive ops
+(``tests/backends/test_fused.py`` checks the bits): per-bucket min/max, the
+stochastic-rounding quantizer with its threefry uniforms and bit packing,
+its dequantizer, and sign-bit packing and unpacking.
+
+Work is cut into blocks of whole 32-bit words (``WORDS`` words of codes), so
+threads never share an output word; inside a block the per-bucket values are
+loaded once per bucket segment, which keeps the inner loops free of integer
+division so LLVM vectorizes them (the threefry rounds included). Arithmetic
+is written in the array's own float type and in the order of the reference:
+``(x - offset) * inv_scale`` and ``offset + code * scale`` round twice (no
+fused multiply-add; Numba does not contract without ``fastmath``).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from backends.numba_kernels import _bits_f32
+from backends.threefry import _hash
+
+_U = np.uint32
+WORDS = 1024  # output words per block of the packing kernels
+PIECE = 1 << 16  # elements per partial reduction of bucket_min_max
+PARALLEL_MIN = 1 << 17  # below this many elements the serial kernels run
+
+
+# ---------------------------------------------------------------------------
+# per-bucket min / max
+# ---------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _min_max_range(xi, s, e):
+    """(min, max) of the total-order keys of x[s:e] (e > s), where xi is x's
+    bits as a signed integer: key = b ^ ((b >> (w-1)) & (2**(w-1) - 1)) orders
+    -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN as signed integers, and
+    integer min/max reductions vectorize (float ones do not without fastmath)."""
+    sh = xi.dtype.type(xi.itemsize * 8 - 1)
+    low = xi.dtype.type(~(xi.dtype.type(1) << sh))
+    b = xi[s]
+    mn = b ^ ((b >> sh) & low)
+    mx = mn
+    seg = xi[s:e]
+    for j in range(e - s):  # from 0 over a slice: no negative-index checks, so LLVM vectorizes
+        b = seg[j]
+        k = b ^ ((b >> sh) & low)
+        mn = min(mn, k)
+        mx = max(mx, k)
+    return mn, mx
+
+
+@numba.njit(cache=True, parallel=True)
+def _min_max_pieces(xi, B, ppb, L, pmin, pmax):
+    """Key partials of every bucket's ppb pieces of length L (the last shorter)."""
+    n = xi.size
+    for p in numba.prange(pmin.size):
+        bk = p // ppb
+        s = bk * B + (p % ppb) * L
+        end = min(n, (bk + 1) * B)
+        if min(end, s + L) > s:
+            pmin[p], pmax[p] = _min_max_range(xi, s, min(end, s + L))
+        else:  # an empty piece repeats the bucket's last entry
+            pmin[p], pmax[p] = _min_max_range(xi, end - 1, end)
+
+
+@numba.njit(cache=True, nogil=True)
+def _min_max_combine(ppb, pmin, pmax, lo_nan, hi_nan, mins, maxs):
+    """Per-bucket key min/max; NaN (both) where a key lies beyond +-inf's."""
+    sh = mins.dtype.type(mins.itemsize * 8 - 1)
+    low = mins.dtype.type(~(mins.dtype.type(1) << sh))
+    for bk in range(mins.size):
+        p = bk * ppb
+        mn = pmin[p]
+        mx = pmax[p]
+        for q in range(p + 1, p + ppb):
+            mn = min(mn, pmin[q])
+            mx = max(mx, pmax[q])
+        if mn < lo_nan or mx > hi_nan:
+            mn = hi_nan + 1  # the key of +NaN (a quiet NaN's bits)
+            mx = mn
+        mins[bk] = mn ^ ((mn >> sh) & low)  # the key map is its own inverse
+        maxs[bk] = mx ^ ((mx >> sh) & low)
+
+
+_SIGNED = {np.dtype(np.float32): (np.int32, 0x7F800000, -0x7F800001),
+           np.dtype(np.float64): (np.int64, 0x7FF0000000000000, -0x7FF0000000000001)}
+
+
+def bucket_min_max(x: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Fused.bucket_min_max`` of a contiguous 1-D float32/float64 array (size >= 1)."""
+    n = x.size
+    B = bucket or n
+    nb = -(-n // B)
+    ppb = -(-B // PIECE)
+    L = -(-B // ppb)
+    signed, inf_key, neg_inf_key = _SIGNED[x.dtype]
+    xi = x.view(signed)
+    pmin = np.empty(nb * ppb, signed)
+    pmax = np.empty(nb * ppb, signed)
+    _min_max_pieces(xi, B, ppb, L, pmin, pmax)
+    mins = np.empty(nb, signed)
+    maxs = np.empty(nb, signed)
+    _min_max_combine(ppb, pmin, pmax, signed(neg_inf_key), signed(inf_key), mins, maxs)
+    return mins.view(x.dtype), maxs.view(x.dtype)
+
+
+# ---------------------------------------------------------------------------
+# packing with a constant code width: a branch per width in the dispatchers
+# below, each an inlined loop whose trip count LLVM sees (and vectorizes)
+# ---------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pack_width(codes, m, bits, per, out, w0):
+    """out[w0 + w] = codes[w*per : (w+1)*per] packed, for the m codes."""
+    full = m // per
+    ow = out[w0:]
+    for w in range(full):
+        acc = _U(0)
+        for t in range(per):
+            acc |= _U(codes[w * per + t] << _U(t * bits))
+        ow[w] = acc
+    if full * per < m:
+        acc = _U(0)
+        for t in range(m - full * per):
+            acc |= _U(codes[full * per + t] << _U(t * bits))
+        ow[full] = acc
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack(codes, m, bits, out, w0):
+    if bits == 8:
+        _pack_width(codes, m, 8, 4, out, w0)
+    elif bits == 4:
+        _pack_width(codes, m, 4, 8, out, w0)
+    elif bits == 1:
+        _pack_width(codes, m, 1, 32, out, w0)
+    elif bits == 2:
+        _pack_width(codes, m, 2, 16, out, w0)
+    elif bits == 16:
+        _pack_width(codes, m, 16, 2, out, w0)
+    else:
+        _pack_width(codes, m, bits, 32 // bits, out, w0)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _unpack_width(words, w0, w1, bits, per, codes):
+    """codes[(w - w0)*per + t] = code t of words[w], as codes' dtype."""
+    mask = _U(0xFFFFFFFF) if bits == 32 else _U((1 << bits) - 1)
+    ws = words[w0:w1]
+    for w in range(w1 - w0):
+        v = ws[w]
+        for t in range(per):
+            codes[w * per + t] = np.int64(_U(v >> _U(t * bits)) & mask)
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack(words, w0, w1, bits, codes):
+    if bits == 8:
+        _unpack_width(words, w0, w1, 8, 4, codes)
+    elif bits == 4:
+        _unpack_width(words, w0, w1, 4, 8, codes)
+    elif bits == 1:
+        _unpack_width(words, w0, w1, 1, 32, codes)
+    elif bits == 2:
+        _unpack_width(words, w0, w1, 2, 16, codes)
+    elif bits == 16:
+        _unpack_width(words, w0, w1, 16, 2, codes)
+    else:
+        _unpack_width(words, w0, w1, bits, 32 // bits, codes)
+
+
+# ---------------------------------------------------------------------------
+# stochastic-rounding quantizer -> packed words, and back
+# ---------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform16(a, b, c, m0, m1, u):
+    """u[2(m - m0) + h] = (half h of random_bits[m] + 0.5) / 2**16, h = 0 (low) or 1 (high)."""
+    scale = np.float32(1.0 / 65536.0)
+    base = _U(_U(m0) + b)
+    for m in range(m1 - m0):
+        h = _hash(a, b, c, _U(_U(m) + base))
+        u[2 * m] = (np.float32(np.int32(h & _U(0xFFFF))) + np.float32(0.5)) * scale
+        u[2 * m + 1] = (np.float32(np.int32(h >> _U(16))) + np.float32(0.5)) * scale
+
+
+@numba.njit(cache=True, nogil=True)
+def _quantize_block(x, off, inv, B, top, bits, a, b, c, w0, w1, out, codes, u):
+    per = 32 // bits
+    i0 = w0 * per
+    i1 = min(x.size, w1 * per)
+    m0 = i0 >> 1
+    _uniform16(a, b, c, m0, (i1 + 1) >> 1, u)
+    ub = 2 * m0
+    zero = top - top
+    one = _U(1)
+    nil = _U(0)
+    i = i0
+    while i < i1:
+        bk = i // B
+        e = min(i1, (bk + 1) * B)
+        o = off[bk]
+        s = inv[bk]
+        xs = x[i:e]
+        cs = codes[i - i0:e - i0]
+        us = u[i - ub:e - ub]
+        for t in range(e - i):
+            y = (xs[t] - o) * s
+            y = y if y > zero else zero  # NaN -> 0
+            y = top if y > top else y
+            f = np.floor(y)
+            cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil)  # int32: vectorizes
+        i = e
+    _pack(codes, i1 - i0, bits, out, w0)
+
+
+@numba.njit(cache=True, parallel=True)
+def _quantize_parallel(x, off, inv, B, top, bits, k0, k1, out):
+    a = _U(k0)
+    b = _U(k1)
+    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    per = 32 // bits
+    nblk = (out.size + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        codes = np.empty(WORDS * per, np.uint32)
+        u = np.empty(WORDS * per + 2, np.float32)
+        w0 = blk * WORDS
+        _quantize_block(x, off, inv, B, top, bits, a, b, c, w0, min(out.size, w0 + WORDS), out, codes, u)
+
+
+@numba.njit(cache=True, nogil=True)
+def _quantize_serial(x, off, inv, B, top, bits, k0, k1, out):
+    a = _U(k0)
+    b = _U(k1)
+    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    codes = np.empty(out.size * (32 // bits), np.uint32)
+    u = np.empty(out.size * (32 // bits) + 2, np.float32)
+    _quantize_block(x, off, inv, B, top, bits, a, b, c, 0, out.size, out, codes, u)
+
+
+def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key) -> np.ndarray:
+    """``Fused.quantize_pack``: x contiguous 1-D float32/float64; offset and
+    inv_scale per bucket in x's dtype; key uint32[2]."""
+    n = x.size
+    per = 32 // bits
+    out = np.empty(-(-n // per), np.uint32)
+    if n:
+        run = _quantize_parallel if n >= PARALLEL_MIN else _quantize_serial
+        run(x, offset, inv_scale, bucket or n, x.dtype.type(top), bits, _U(key[0]), _U(key[1]), out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _dequantize_block(words, bits, off, sc, B, w0, w1, out, codes):
+    per = 32 // bits
+    i0 = w0 * per
+    i1 = min(out.size, w1 * per)
+    _unpack(words, w0, w1, bits, codes)
+    i = i0
+    while i < i1:
+        bk = i // B
+        e = min(i1, (bk + 1) * B)
+        o = off[bk]
+        s = sc[bk]
+        os = out[i:e]
+        cs = codes[i - i0:e - i0]
+        for t in range(e - i):
+            os[t] = o + cs[t] * s
+        i = e
+
+
+@numba.njit(cache=True, parallel=True)
+def _dequantize_parallel(words, bits, off, sc, B, out):
+    per = 32 // bits
+    nw = (out.size + per - 1) // per
+    nblk = (nw + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        codes = np.empty(WORDS * per, out.dtype)
+        w0 = blk * WORDS
+        _dequantize_block(words, bits, off, sc, B, w0, min(nw, w0 + WORDS), out, codes)
+
+
+@numba.njit(cache=True, nogil=True)
+def _dequantize_serial(words, bits, off, sc, B, out):
+    per = 32 // bits
+    nw = (out.size + per - 1) // per
+    codes = np.empty(nw * per, out.dtype)
+    _dequantize_block(words, bits, off, sc, B, 0, nw, out, codes)
+
+
+def dequantize(words, bits: int, count: int, offset, scale, bucket: int) -> np.ndarray:
+    """``Fused.dequantize`` (offset, scale: float32/float64 per bucket)."""
+    out = np.empty(count, offset.dtype)
+    if count:
+        run = _dequantize_parallel if count >= PARALLEL_MIN else _dequantize_serial
+        run(words, bits, offset, scale, bucket or count, out)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# sign bits
+# ---------------------------------------------------------------------------
+
+
+@numba.njit(cache=True, nogil=True)
+def _signs_block(x, w0, w1, out):
+    zero = x.dtype.type(0)
+    xs = x[w0 * 32:w1 * 32]
+    os = out[w0:w1]
+    full = xs.size // 32
+    for w in range(full):
+        acc = _U(0)
+        for t in range(32):
+            acc |= _U(_U(1) << _U(t)) if xs[w * 32 + t] < zero else _U(0)
+        os[w] = acc
+    if full < os.size:
+        acc = _U(0)
+        for t in range(xs.size - full * 32):
+            acc |= _U(_U(1) << _U(t)) if xs[full * 32 + t] < zero else _U(0)
+        os[full] = acc
+
+
+@numba.njit(cache=True, parallel=True)
+def _signs_parallel(x, out):
+    nblk = (out.size + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        _signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out)
+
+
+def pack_signs(x: np.ndarray) -> np.ndarray:
+    """``Fused.pack_signs`` of a contiguous 1-D float array (float32/float64)."""
+    out = np.empty(-(-x.size // 32), np.uint32)
+    if x.size >= PARALLEL_MIN:
+        _signs_parallel(x, out)
+    elif x.size:
+        _signs_block(x, 0, out.size, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _unsigns_block(words, table, w0, w1, out):
+    os = out[w0 * 32:w1 * 32]
+    ws = words[w0:w1]
+    full = os.size // 32
+    for w in range(full):
+        v = ws[w]
+        for q in range(4):
+            row = table[(v >> _U(8 * q)) & _U(255)]
+            for t in range(8):
+                os[w * 32 + 8 * q + t] = row[t]
+    for t in range(os.size - full * 32):
+        os[full * 32 + t] = table[(ws[full] >> _U(t)) & _U(1), 0]
+
+
+@numba.njit(cache=True, parallel=True)
+def _unsigns_parallel(words, table, out):
+    nw = (out.size + 31) // 32
+    nblk = (nw + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        _unsigns_block(words, table, blk * WORDS, min(nw, (blk + 1) * WORDS), out)
+
+
+def unpack_signs(words, count: int, pos, neg) -> np.ndarray:
+    """``Fused.unpack_signs``: pos and neg are 0-d arrays of one raw-bit-copyable dtype."""
+    out = np.empty(count, pos.dtype)
+    width = {2: np.uint16, 4: np.uint32, 8: np.uint64}[pos.dtype.itemsize]
+    o = out.view(width)
+    p, q = pos.reshape(1).view(width)[0], neg.reshape(1).view(width)[0]
+    table = np.empty((256, 8), width)
+    table[:] = p
+    table[_BYTE_BITS] = q
+    if count >= PARALLEL_MIN:
+        _unsigns_parallel(words, table, o)
+    else:
+        _unsigns_block(words, table, 0, -(-count // 32), o)
+    return out
+
+
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)
