@@ -4,7 +4,7 @@ Each kernel computes, in one pass over memory and on all cores, exactly what
 the fused op's reference composition computes through many primitive ops
 (``tests/backends/test_fused.py`` checks the bits): per-bucket min/max, the
 stochastic-rounding quantizer with its threefry uniforms and bit packing,
-its dequantizer, and sign-bit packing and unpacking.
+its dequantizer, sign-bit packing and unpacking, and top-k by magnitude.
 
 Work is cut into blocks of whole 32-bit words (``WORDS`` words of codes), so
 threads never share an output word; inside a block the per-bucket values are
@@ -16,10 +16,15 @@ fused multiply-add; Numba does not contract without ``fastmath``).
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
-from backends.numba_kernels import _bits_f32
+from backends.numba_kernels import SAMPLE, _bits_f32, _radix_desc
 from backends.threefry import _hash
 
 _U = np.uint32
@@ -383,3 +388,136 @@ def unpack_signs(words, count: int, pos, neg) -> np.ndarray:
 
 
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)
+
+
+# ---------------------------------------------------------------------------
+# top-k by magnitude
+# ---------------------------------------------------------------------------
+
+
+@intrinsic
+def _ctz(typingctx, v):
+    """Count of trailing zero bits of a nonzero uint64 (LLVM cttz)."""
+    if v != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.uint64(types.uint64), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _collect(bits, mask, t, s, e, k, gi, ties):
+    """Indices i in [s, e) with key_i > t into gi (in order) and the first k
+    with key_i == t into ties, key = bits & mask (signed, >= 0); (#G, #ties),
+    or #G = -1 when gi overflows. A block of 32 whose largest key is below t
+    (most of them) is skipped after one vectorized max; the others become a
+    bit mask of their keys >= t, and only its set bits are visited."""
+    ng = 0
+    ne = 0
+    cap = gi.size - 32
+    seg = bits[s:e]
+    nblk = (e - s) // 32
+    for blk in range(nblk):
+        b0 = blk * 32
+        top = seg[b0] & mask
+        for j in range(32):  # (index seg directly: a slice per block stops vectorization)
+            top = max(top, seg[b0 + j] & mask)
+        if top < t:
+            continue
+        hit = np.uint32(0)
+        for j in range(32):
+            hit |= np.uint32((seg[b0 + j] & mask) >= t) << np.uint32(j)
+        hit = np.uint64(hit)
+        while hit:
+            j = b0 + np.int64(_ctz(hit))
+            hit &= hit - np.uint64(1)
+            if (seg[j] & mask) > t:
+                gi[ng] = s + j
+                ng += 1
+            elif ne < k:
+                ties[ne] = s + j
+                ne += 1
+        if ng >= cap:
+            return -1, ne
+    for i in range(nblk * 32, e - s):
+        v = seg[i] & mask
+        if v > t:
+            gi[ng] = s + i
+            ng += 1
+        elif v == t and ne < k:
+            ties[ne] = s + i
+            ne += 1
+    return ng, ne
+
+
+@numba.njit(cache=True, parallel=True)
+def _top_k_abs_sampled(bits, k, mask, nbytes, nsample, parts):
+    """Indices of the k largest |x| (see numba_kernels' module doc for the
+    sampled threshold, here on magnitude keys ``bits & mask``); empty when
+    the caller must fall back to a full sort."""
+    n = bits.size
+    s = min(n, nsample)
+    sample = np.empty(s, bits.dtype)
+    for j in range(s):
+        sample[j] = bits[(j * n) // s] & mask
+    m = k * s / n
+    rank = int(m + 4.0 * math.sqrt(m) + 2.0)
+    if rank >= s:
+        return np.empty(0, np.int32)
+    sample.sort()
+    t = sample[s - 1 - rank]
+    chunk = (n + parts - 1) // parts
+    cap = int(2.0 * chunk * (rank + 1) / s) + 1024 + 32
+    gi = np.empty((parts, cap + 1), np.int32)
+    ties = np.empty((parts, k), np.int32)
+    ng = np.zeros(parts, np.int64)
+    ne = np.zeros(parts, np.int64)
+    for p in numba.prange(parts):
+        lo = p * chunk
+        hi = min(n, lo + chunk)
+        if hi > lo:
+            ng[p], ne[p] = _collect(bits, mask, t, lo, hi, k, gi[p], ties[p])
+    if ng.min() < 0:
+        return np.empty(0, np.int32)
+    total = ng.sum()
+    if total + ne.sum() < k:
+        return np.empty(0, np.int32)
+    gk = np.empty(total, np.uint64)
+    gidx = np.empty(total, np.int32)
+    at = 0
+    for p in range(parts):
+        for j in range(ng[p]):
+            i = gi[p, j]
+            gidx[at] = i
+            gk[at] = np.uint64(bits[i] & mask)
+            at += 1
+    _, order = _radix_desc(gk, gidx, nbytes)
+    out = np.empty(k, np.int32)
+    if total >= k:
+        out[:] = order[:k]
+    else:
+        out[:total] = order
+        at = total
+        for p in range(parts):
+            for j in range(ne[p]):
+                if at < k:
+                    out[at] = ties[p, j]
+                    at += 1
+    return out
+
+
+def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
+    """``Fused.top_k_abs`` of a contiguous 1-D float32/float64 array, or None
+    when the sampled selection does not apply (the caller sorts instead)."""
+    width = x.dtype.itemsize
+    bits = x.view(np.int32 if width == 4 else np.int64)  # signed: the max reductions vectorize
+    if x.size < PARALLEL_MIN or 4 * k > x.size:
+        return None
+    mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
+    idx = _top_k_abs_sampled(bits, k, mask, width, SAMPLE, TOPK_PARTS)
+    return idx if idx.size == k else None
+
+
+TOPK_PARTS = 8

@@ -320,6 +320,15 @@ class NumpyOps(Fused):
         return F.dequantize(words, int(bits), int(count), np.ascontiguousarray(offset),
                             np.ascontiguousarray(_arr(scale), dtype=offset.dtype), int(bucket))
 
+    def top_k_abs(self, x, k):
+        x = _arr(x)
+        if x.ndim != 1:
+            raise ValueError(f"top_k_abs: expects a 1-D array, got shape {x.shape}")
+        if not (isinstance(k, (int, np.integer)) and 0 < k <= x.size):
+            raise ValueError(f"top_k_abs: need 0 < k <= {x.size}, got {k!r}")
+        idx = F.top_k_abs(np.ascontiguousarray(x), int(k)) if x.dtype in _KERNEL_FLOATS else None
+        return Fused.top_k_abs(self, x, k) if idx is None else idx
+
     def sum_abs(self, x):
         x = _arr(x)
         if x.ndim != 1:

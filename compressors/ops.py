@@ -255,6 +255,12 @@ class Fused:
         out = self.reshape(offset, (nb, 1)) + rows * self.reshape(scale, (nb, 1))
         return self.reshape(out, (nb * b,))[:count]
 
+    def top_k_abs(self, x: Array, k: int) -> Array:
+        """int32 indices of the k largest ``|x_i|`` of a 1-D float array, as
+        ``top_k(abs(x), k)`` orders them (descending, lowest index first
+        among ties, NaN above inf)."""
+        return self.top_k(self.abs(x), k)[1]
+
     def sum_abs(self, x: Array) -> Array:
         """``sum(abs(x))`` of a 1-D float array, in :meth:`Ops.sum`'s halving
         order (the L1 norm; x's dtype)."""

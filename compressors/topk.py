@@ -55,7 +55,7 @@ def topk_leaf(ratio: float):
         k = keep_count(ratio, flat.size)
         if k == 0:
             return (flat, ops.zeros((0,), "int32")), state
-        _, idx = ops.top_k(ops.abs(flat), k)
+        idx = ops.top_k_abs(flat, k)
         return (ops.gather(flat, idx), idx), state
 
     return sparse_leaf(compress, ratio)
