@@ -390,6 +390,12 @@ def test_max(ops, dtype):
             assert np.isnan(to_numpy(ops.max(put(ops, m))).astype(np.float64))
             got = to_numpy(ops.max(put(ops, m), axis=1)).astype(np.float64)
             assert np.isnan(got[2]) and not np.isnan(got[[0, 1, 3]]).any()
+            # long rows too (XLA:CPU's vectorized reduction once dropped the NaN)
+            long = rng.standard_normal((2, 4099)).astype(dtype)
+            long[1, 100] = np.nan
+            got = to_numpy(ops.max(put(ops, long), axis=1)).astype(np.float64)
+            assert np.isnan(got[1]) and not np.isnan(got[0])
+            assert np.isnan(to_numpy(ops.max(put(ops, long[1]))).astype(np.float64))
 
 
 # ---------------------------------------------------------------------------

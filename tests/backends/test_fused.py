@@ -1,0 +1,180 @@
+"""The fused ops (``compressors.ops.Fused``): every backend's implementation
+gives the bits of the reference composition.
+
+NumPy overrides each fused op with a one-pass Numba kernel (serial below
+``numba_fused.PARALLEL_MIN`` elements, threaded above), so the sizes here
+cover both paths, bucket edges, every code width and NaN/inf/zero entries.
+The reference is ``Fused.<op>`` run on NumPy's primitive ops; JAX inherits
+the composition, so comparing it checks the composition itself is portable.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import backends
+from backends import numba_fused, numba_kernels
+from compressors.ops import FUSED_NAMES, Fused
+from tests.backends.ops_backends import assert_same_bits, maybe_x64
+
+NP = backends.get("numpy")
+JAX = backends.get("jax")
+BIG = numba_fused.PARALLEL_MIN + 12_345  # the threaded kernels
+SIZES = [1, 31, 513, 4_099, BIG]
+FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]
+
+
+def data(n: int, dtype, seed: int = 0) -> np.ndarray:
+    """Normal values with NaN, +-inf, +-0 and repeated values sprinkled in."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(dtype)
+    if n > 40:
+        x[rng.integers(0, n, 3)] = np.nan
+        x[rng.integers(0, n, 2)] = np.inf
+        x[rng.integers(0, n, 2)] = -np.inf
+        x[rng.integers(0, n, 5)] = 0.0
+        x[rng.integers(0, n, 5)] = -0.0
+        x[10:30] = x[9]
+    return x
+
+
+def finite_data(n: int, dtype, seed: int = 0) -> np.ndarray:
+    x = data(n, dtype, seed)
+    x[~np.isfinite(x)] = 1.5
+    return x
+
+
+def on_jax(fn, *args, dtype):
+    with maybe_x64(dtype):
+        out = fn(JAX, *[JAX.asarray(a) if isinstance(a, np.ndarray) else a for a in args])
+        return [np.asarray(o) for o in out] if isinstance(out, tuple) else np.asarray(out)
+
+
+def test_every_fused_op_is_covered():
+    assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "sum_abs",
+                                "pack_signs", "unpack_signs"}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("bucket", [0, 1, 7, 512, 10**7])
+def test_bucket_min_max(n, dtype, bucket):
+    x = data(n, dtype)
+    got = NP.bucket_min_max(x, bucket)
+    want = Fused.bucket_min_max(NP, x, bucket)
+    nb = -(-n // (bucket or n))
+    for g, w, name in zip(got, want, ("min", "max")):
+        assert g.shape == (nb,) and g.dtype == dtype
+        # values (NaN == NaN); the sign of a zero extreme is unspecified
+        np.testing.assert_array_equal(g, w, err_msg=name)
+    j = on_jax(Fused.bucket_min_max, x, bucket, dtype=dtype)
+    np.testing.assert_array_equal(j[0], want[0])
+    np.testing.assert_array_equal(j[1], want[1])
+
+
+def test_bucket_min_max_nan_and_infinities():
+    x = np.array([1.0, np.nan, -2.0, np.inf, -np.inf, 3.0, -0.0, 0.0], np.float32)
+    mn, mx = NP.bucket_min_max(x, 2)
+    np.testing.assert_array_equal(mn, [np.nan, -2.0, -np.inf, -0.0])
+    np.testing.assert_array_equal(mx, [np.nan, np.inf, 3.0, 0.0])
+    e = NP.bucket_min_max(np.zeros(0, np.float32), 4)
+    assert e[0].shape == e[1].shape == (0,)
+
+
+def quant_args(x, bucket, bits):
+    mn, mx = Fused.bucket_min_max(NP, np.where(np.isfinite(x), x, 0).astype(x.dtype), bucket)
+    top = float(2**bits - 1)
+    step = np.maximum((mx - mn) * x.dtype.type(1.0 / top), x.dtype.type(2.0**-126))
+    return mn + x.dtype.type(0), (1.0 / step).astype(x.dtype), step.astype(x.dtype), top
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 5, 8, 11, 16])
+def test_quantize_pack_and_dequantize(n, dtype, bits):
+    bucket = 512 if n > 600 else 7
+    x = data(n, dtype)
+    off, inv, step, top = quant_args(x, bucket, bits)
+    key = NP.key(11)
+    words = NP.quantize_pack(x, off, inv, bucket, top, bits, key)
+    ref = Fused.quantize_pack(NP, x, off, inv, bucket, top, bits, key)
+    assert_same_bits(words, ref, "quantize_pack")
+    assert words.size == -(-n // (32 // bits))
+    assert_same_bits(on_jax(Fused.quantize_pack, x, off, inv, bucket, top, bits, key, dtype=dtype), ref,
+                     "quantize_pack (JAX)")
+    codes = NP.unpack_bits(words, bits, n)
+    assert codes.max() <= top
+    assert np.all(codes[np.isnan(x)] == 0)  # NaN -> code 0
+    out = NP.dequantize(words, bits, n, off, step, bucket)
+    assert_same_bits(out, Fused.dequantize(NP, words, bits, n, off, step, bucket), "dequantize")
+
+
+def test_quantize_pack_rounds_stochastically_without_bias():
+    """E[code] = y within 2^-17 + sampling error: 2^20 draws of the same y per bucket."""
+    n = 1 << 20
+    x = np.full(n, 0.3, np.float32)
+    off = np.zeros(1, np.float32)
+    for y in (0.25, 0.3, 0.7, 2.999):
+        inv = np.array([y / 0.3], np.float32)
+        y32 = float(np.float32(np.float32(0.3) * inv[0]))
+        codes = NP.unpack_bits(NP.quantize_pack(x, off, inv, 0, 3.0, 2, NP.key(3)), 2, n)
+        assert set(np.unique(codes)) <= {np.floor(y32), np.floor(y32) + 1}
+        mean = codes.mean()
+        sd = np.sqrt((y32 % 1) * (1 - y32 % 1) / n)
+        assert abs(mean - y32) <= 2.0**-17 + 5 * sd + 1e-12, (y, mean)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [numba_fused.PARALLEL_MIN + 3, 400_000])
+@pytest.mark.parametrize("k", [1, 17, 5_000, 30_000])
+def test_top_k_abs(n, dtype, k):
+    x = data(n, dtype, seed=k)
+    x[1000:1600] = -x[999]  # ties at the threshold region for small k
+    got = NP.top_k_abs(x, k)
+    assert_same_bits(got, Fused.top_k_abs(NP, x, k), "top_k_abs")
+    assert_same_bits(on_jax(Fused.top_k_abs, x, k, dtype=dtype), got, "top_k_abs (JAX)")
+
+
+def test_top_k_abs_small_and_bad_input():
+    x = data(513, np.float32)
+    assert_same_bits(NP.top_k_abs(x, 20), Fused.top_k_abs(NP, x, 20))
+    with pytest.raises(ValueError, match="0 < k"):
+        NP.top_k_abs(x, 0)
+    with pytest.raises(ValueError, match="1-D"):
+        NP.top_k_abs(x.reshape(27, 19), 3)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [5, 2048, 4_099, (1 << 20) + 77])
+def test_sum_abs(n, dtype):
+    x = finite_data(n, dtype)
+    assert_same_bits(NP.sum_abs(x), Fused.sum_abs(NP, x), "sum_abs")
+    assert_same_bits(on_jax(Fused.sum_abs, x, dtype=dtype), NP.sum_abs(x), "sum_abs (JAX)")
+
+
+def test_halving_sum_bits_do_not_depend_on_threads():
+    x = finite_data((1 << 20) + 5, np.float32)
+    sums = {float(numba_kernels.halving_sum(x, 1024, parts, False)) for parts in (1, 2, 8, 64)}
+    assert len(sums) == 1
+    assert_same_bits(NP.sum(x), JAX.sum(JAX.asarray(x)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.dtype(np.float16)])
+@pytest.mark.parametrize("n", SIZES)
+def test_pack_and_unpack_signs(n, dtype):
+    x = data(n, dtype)
+    words = NP.pack_signs(x)
+    assert_same_bits(words, Fused.pack_signs(NP, x), "pack_signs")
+    bits = NP.unpack_bits(words, 1, n)
+    np.testing.assert_array_equal(bits, (x < 0).astype(np.uint32))  # -0.0 and NaN give 0
+    pos, neg = np.asarray(dtype.type(0.5)), np.asarray(dtype.type(-0.0))
+    out = NP.unpack_signs(words, n, pos, neg)
+    assert_same_bits(out, Fused.unpack_signs(NP, words, n, pos, neg), "unpack_signs")
+    assert_same_bits(on_jax(Fused.unpack_signs, words, n, pos, neg, dtype=dtype), out, "unpack_signs (JAX)")
+
+
+def test_unpack_signs_rejects_mismatched_values():
+    with pytest.raises(ValueError, match="0-d arrays of one dtype"):
+        NP.unpack_signs(np.zeros(1, np.uint32), 3, np.asarray(np.float32(1)), np.asarray(np.float64(1)))
+    with pytest.raises(ValueError, match="do not fit"):
+        NP.unpack_signs(np.zeros(1, np.uint32), 40, np.asarray(np.float32(1)), np.asarray(np.float32(1)))
