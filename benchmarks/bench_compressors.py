@@ -58,6 +58,7 @@ TARGET_SPECS = [
     ("powersgd(rank=4)", "powersgd"),
 ]
 STEADY_STEP = 1000
+SETTLE_S = 2.0
 
 
 def example_specs() -> list[str]:
@@ -154,6 +155,10 @@ def main(argv=None) -> None:
         ratio = comp.ratio((side, side), np.float32)
         ceiling = 4 * n / copy_time(n, repeat) / 1e9
         for backend in names:
+            if backend != "jax":
+                # XLA's worker threads keep spinning for a while after a JAX call and take
+                # the second core from Numba's threads; let them settle first
+                time.sleep(SETTLE_S)
             try:
                 run = make_roundtrip(backend, comp, grad)
                 run()  # compile / warm-up (numba kernels, page faults)

@@ -40,6 +40,10 @@ def _signsgd_leaf():
         return ops.astype(unpack_signs(ops, packed, x, weight, -weight), x.dtype)
 
     def vote(ops, received, x, n):
+        if n == 1:  # sign(+-w) = +-sign(w): the vote of one worker, without a pass over the sum
+            packed, weight = tree_index(received, 0)
+            s = ops.sign(weight)
+            return ops.astype(unpack_signs(ops, packed, x, s, -s), x.dtype)
         total = None
         for i in range(n):
             s = decompress(ops, tree_index(received, i), x)
