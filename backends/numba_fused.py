@@ -16,15 +16,13 @@ fused multiply-add; Numba does not contract without ``fastmath``).
 """
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from backends.numba_kernels import SAMPLE, _bits_f32, _radix_desc
+from backends.numba_kernels import SAMPLE, _bits_f32, _radix_desc, sampled_threshold
 from backends.threefry import _hash
 
 _U = np.uint32
@@ -462,12 +460,9 @@ def _top_k_abs_sampled(bits, k, mask, nbytes, nsample, parts):
     sample = np.empty(s, bits.dtype)
     for j in range(s):
         sample[j] = bits[(j * n) // s] & mask
-    m = k * s / n
-    rank = int(m + 4.0 * math.sqrt(m) + 2.0)
-    if rank >= s:
+    t, rank = sampled_threshold(sample, k, n)
+    if rank < 0:
         return np.empty(0, np.int32)
-    sample.sort()
-    t = sample[s - 1 - rank]
     chunk = (n + parts - 1) // parts
     cap = int(2.0 * chunk * (rank + 1) / s) + 1024 + 32
     gi = np.empty((parts, cap + 1), np.int32)

@@ -106,6 +106,20 @@ def _topk_full(bits, k, sign, ones, nbytes):
 
 
 @numba.njit(cache=True, nogil=True)
+def sampled_threshold(sample, k, n):
+    """(t, rank) for step 1 of the module doc: t is the (rank + 1)-th largest
+    of the sampled keys (sorted in place), rank = m + 4 sqrt(m) + 2 with
+    m = k s / n; rank = -1 when the sample is too small to pick one."""
+    s = sample.size
+    m = k * s / n
+    rank = int(m + 4.0 * math.sqrt(m) + 2.0)
+    if rank >= s:
+        return sample[0], -1
+    sample.sort()
+    return sample[s - 1 - rank], rank
+
+
+@numba.njit(cache=True, nogil=True)
 def _topk_sampled(bits, k, sign, ones, nbytes, nsample):
     """Indices of the top k (see module doc); empty array if it must fall back."""
     n = bits.size
@@ -113,12 +127,9 @@ def _topk_sampled(bits, k, sign, ones, nbytes, nsample):
     sample = np.empty(s, np.uint64)
     for j in range(s):
         sample[j] = _key(bits[(j * n) // s], sign, ones)
-    m = k * s / n
-    rank = int(m + 4.0 * math.sqrt(m) + 2.0)
-    if rank >= s:
+    t, rank = sampled_threshold(sample, k, n)
+    if rank < 0:
         return np.empty(0, np.int32)
-    sample.sort()
-    t = sample[s - 1 - rank]
     cap = int(1.5 * n * (rank + 1) / s) + 1024
     gk = np.empty(cap + 1, np.uint64)
     gi = np.empty(cap + 1, np.int32)

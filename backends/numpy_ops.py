@@ -291,18 +291,14 @@ class NumpyOps(Fused):
 
     # -- fused (compressors.ops.Fused): one-pass Numba kernels -----------------
     def bucket_min_max(self, x, bucket):
-        x = _arr(x)
-        if x.ndim != 1:
-            raise ValueError(f"bucket_min_max: expects a 1-D array, got shape {x.shape}")
+        x = _vector(x, "bucket_min_max")
         if x.dtype not in _KERNEL_FLOATS or x.size == 0:
             return Fused.bucket_min_max(self, x, bucket)
         return F.bucket_min_max(np.ascontiguousarray(x), int(bucket))
 
     def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key):
-        x = _arr(x)
+        x = _vector(x, "quantize_pack")
         check_bits(bits)
-        if x.ndim != 1:
-            raise ValueError(f"quantize_pack: expects a 1-D array, got shape {x.shape}")
         if x.dtype not in _KERNEL_FLOATS:
             return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key)
         c = lambda v: np.ascontiguousarray(_arr(v), dtype=x.dtype)
@@ -321,26 +317,20 @@ class NumpyOps(Fused):
                             np.ascontiguousarray(_arr(scale), dtype=offset.dtype), int(bucket))
 
     def top_k_abs(self, x, k):
-        x = _arr(x)
-        if x.ndim != 1:
-            raise ValueError(f"top_k_abs: expects a 1-D array, got shape {x.shape}")
+        x = _vector(x, "top_k_abs")
         if not (isinstance(k, (int, np.integer)) and 0 < k <= x.size):
             raise ValueError(f"top_k_abs: need 0 < k <= {x.size}, got {k!r}")
         idx = F.top_k_abs(np.ascontiguousarray(x), int(k)) if x.dtype in _KERNEL_FLOATS else None
         return Fused.top_k_abs(self, x, k) if idx is None else idx
 
     def sum_abs(self, x):
-        x = _arr(x)
-        if x.ndim != 1:
-            raise ValueError(f"sum_abs: expects a 1-D array, got shape {x.shape}")
+        x = _vector(x, "sum_abs")
         if x.dtype not in _KERNEL_FLOATS or x.size < 2 * _SUM_ROW:
             return Fused.sum_abs(self, x)
         return _kernel_sum(x, True)
 
     def pack_signs(self, x):
-        x = _arr(x)
-        if x.ndim != 1:
-            raise ValueError(f"pack_signs: expects a 1-D array, got shape {x.shape}")
+        x = _vector(x, "pack_signs")
         if x.dtype not in _KERNEL_FLOATS:
             return Fused.pack_signs(self, x)
         return F.pack_signs(np.ascontiguousarray(x))
@@ -356,7 +346,14 @@ class NumpyOps(Fused):
         return F.unpack_signs(words, int(count), pos, neg)
 
 
-_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the Numba kernels' dtypes
+
+
+def _vector(x, op: str) -> np.ndarray:
+    x = _arr(x)
+    if x.ndim != 1:
+        raise ValueError(f"{op}: expects a 1-D array, got shape {x.shape}")
+    return x
 
 
 _NARROW = {np.dtype(np.float16): (K.f32_to_f16, K.f16_to_f32), _BF16: (K.f32_to_bf16, K.bf16_to_f32)}
@@ -404,7 +401,7 @@ def _halving_sum(x: np.ndarray, axis) -> np.ndarray:
     if axis is None or (x.ndim == 1 and axis in (0, -1)):
         x = x.reshape(-1)
         axis = 0
-        if x.size >= 2 * _SUM_ROW and x.dtype in (np.float32, np.float64):
+        if x.size >= 2 * _SUM_ROW and x.dtype in _KERNEL_FLOATS:
             return _kernel_sum(x, False)
     x = np.moveaxis(x, axis, -1)
     m = x.shape[-1]

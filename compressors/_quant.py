@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from compressors.core import check, compute_dtype, upcast, words
+from compressors.ops import bucket_grid
 
 
 def check_bucket(name: str, bucket) -> None:
@@ -30,19 +31,13 @@ def check_bucket(name: str, bucket) -> None:
           f"{name}: bucket must be an int >= 1, or 0 for one bucket per tensor, got {bucket!r}")
 
 
-def grid(d: int, bucket: int) -> tuple[int, int]:
-    """(nb, B): number of buckets and bucket length for d entries."""
-    b = bucket if bucket else max(d, 1)
-    return -(-d // b), b
-
-
 def to_buckets(ops, x, bucket: int, edge: bool = True):
     """x (any shape) as a (nb, B) matrix in the compute dtype. The padding of
     the last row repeats the final entry (``edge``: min and max unchanged) or
     is zero (norms unchanged)."""
     flat = upcast(ops, ops.reshape(x, (-1,)))
     d = flat.size
-    nb, b = grid(d, bucket)
+    nb, b = bucket_grid(d, bucket)
     if nb * b > d:
         flat = ops.gather(flat, ops.minimum(ops.arange(nb * b), d - 1)) if edge else ops.pad(flat, nb * b - d)
     return ops.reshape(flat, (nb, b))
@@ -57,10 +52,6 @@ def from_buckets(ops, rows, x):
 def column(ops, v):
     """A per-bucket vector as an (nb, 1) column that broadcasts over rows."""
     return ops.reshape(v, (v.shape[0], 1))
-
-
-def row_min(ops, rows):
-    return -ops.max(-rows, axis=1)
 
 
 TINY = 2.0**-126  # smallest normal float32
@@ -109,7 +100,7 @@ def pack(ops, codes, bits: int, d: int):
 
 def unpack(ops, packed, bits: int, d: int, bucket: int, dtype):
     """Packed words -> the codes as a (nb, B) matrix of ``dtype`` (tail 0)."""
-    nb, b = grid(d, bucket)
+    nb, b = bucket_grid(d, bucket)
     codes = ops.astype(ops.unpack_bits(packed, bits, d), dtype)
     return ops.reshape(ops.pad(codes, nb * b - d), (nb, b))
 
@@ -121,7 +112,7 @@ def code_bits(shape, bits: int) -> int:
 
 def scale_bits(shape, bucket: int, per_bucket: int = 1) -> int:
     """Wire bits of ``per_bucket`` float32 scales per bucket."""
-    return 32 * per_bucket * grid(math.prod(shape), bucket)[0]
+    return 32 * per_bucket * bucket_grid(math.prod(shape), bucket)[0]
 
 
 def wire_scale(ops, v, dtype):

@@ -204,7 +204,7 @@ class Fused:
         (an empty array has no buckets). A bucket holding a NaN gives NaN for both. When a bucket's
         extreme is a tie of -0.0 and +0.0, which zero comes back is
         unspecified (add +0.0 to normalise it)."""
-        nb, b = _grid(x.size, bucket)
+        nb, b = bucket_grid(x.size, bucket)
         if nb * b > x.size:  # repeat the last entry: min and max are unchanged
             x = self.gather(x, self.minimum(self.arange(nb * b), x.size - 1))
         rows = self.reshape(x, (nb, b))
@@ -225,7 +225,7 @@ class Fused:
         0.5) / 2**16`` (float32, exact). So ``E[code_i] = y_i`` up to 2**-17
         (one half of the uniform's resolution), for half the random bits."""
         d = x.size
-        nb, b = _grid(d, bucket)
+        nb, b = bucket_grid(d, bucket)
         rows = self.reshape(self.pad(x, nb * b - d), (nb, b))
         y = (rows - self.reshape(offset, (nb, 1))) * self.reshape(inv_scale, (nb, 1))
         y = self.minimum(self.maximum(y, 0.0), top)
@@ -249,7 +249,7 @@ class Fused:
         scale_b`` (two roundings, in that order) for the first ``count``
         codes of ``unpack_bits(words, bits, count)``, 1-D in offset's dtype
         (float32/float64; scale has the same dtype)."""
-        nb, b = _grid(count, bucket)
+        nb, b = bucket_grid(count, bucket)
         codes = self.astype(self.unpack_bits(words, bits, count), offset.dtype)
         rows = self.reshape(self.pad(codes, nb * b - count), (nb, b))
         out = self.reshape(offset, (nb, 1)) + rows * self.reshape(scale, (nb, 1))
@@ -279,7 +279,8 @@ class Fused:
         return self.where(bit > 0, neg, pos)
 
 
-def _grid(d: int, bucket: int) -> tuple[int, int]:
+def bucket_grid(d: int, bucket: int) -> tuple[int, int]:
+    """(nb, B): number of buckets and bucket length for d entries (bucket 0: one bucket)."""
     b = bucket if bucket else max(d, 1)
     return -(-d // b), b
 
