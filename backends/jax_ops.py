@@ -26,6 +26,17 @@ def _host_top_k(x, k):
     return out.astype(np.int32).reshape(x.shape[:-1] + (k,))
 
 
+def _host_top_k_abs(x, k):
+    """NumPy's top_k_abs (the Numba selection) of each row (last axis), on the host."""
+    from backends.numpy_ops import OPS
+
+    x = np.asarray(x)
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.stack([OPS.top_k_abs(np.ascontiguousarray(r), k) for r in rows]) if len(rows) else \
+        np.zeros((0, k), np.int32)
+    return out.reshape(x.shape[:-1] + (k,))
+
+
 class JaxOps(Fused):
     name = "jax"
 
@@ -109,6 +120,16 @@ class JaxOps(Fused):
             return jnp.take_along_axis(x, idx, axis=-1), idx
         v, i = lax.top_k(x, k)
         return v, i.astype(jnp.int32)
+
+    def top_k_abs(self, x, k):
+        if x.dtype in (jnp.float32, jnp.float64) and x.size >= HOST_TOP_K_MIN and 0 < k <= x.size \
+                and jax.default_backend() == "cpu":
+            # the composition's sort-based top_k and index sort cost far more on
+            # CPU than the NumPy backend's one-pass selection of the same indices
+            return jax.pure_callback(functools.partial(_host_top_k_abs, k=k),
+                                     jax.ShapeDtypeStruct(x.shape[:-1] + (k,), jnp.int32), x,
+                                     vmap_method="expand_dims")
+        return Fused.top_k_abs(self, x, k)
 
     @staticmethod
     def gather(x, idx):

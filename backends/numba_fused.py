@@ -22,7 +22,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from backends.numba_kernels import SAMPLE, _bits_f32, _radix_desc, sampled_threshold
+from backends.numba_kernels import SAMPLE, _bits_f32, sampled_threshold
 from backends.threefry import _hash
 
 _U = np.uint32
@@ -406,43 +406,40 @@ def _ctz(typingctx, v):
 
 
 @numba.njit(cache=True, nogil=True)
-def _collect(bits, mask, t, s, e, k, gi, ties):
-    """Indices i in [s, e) with key_i > t into gi (in order) and the first k
-    with key_i == t into ties, key = bits & mask (signed, >= 0); (#G, #ties),
-    or #G = -1 when gi overflows. A block of 32 whose largest key is below t
-    (most of them) is skipped after one vectorized max; the others become a
-    bit mask of their keys >= t, and only its set bits are visited."""
+def _collect(bits, mask, t, s, e, k, gi, gk, ties):
+    """Indices i in [s, e) with key_i > t into gi and their keys into gk (in
+    index order), the first k with key_i == t into ties, key = bits & mask
+    (signed, >= 0); (#G, #ties), or #G = -1 when gi overflows. Each block of
+    64 becomes a bit mask of its keys >= t (vectorized compares, no branch),
+    and only the mask's set bits are visited."""
     ng = 0
     ne = 0
-    cap = gi.size - 32
+    cap = gi.size - 64
     seg = bits[s:e]
-    nblk = (e - s) // 32
+    nblk = (e - s) // 64
     for blk in range(nblk):
-        b0 = blk * 32
-        top = seg[b0] & mask
-        for j in range(32):  # (index seg directly: a slice per block stops vectorization)
-            top = max(top, seg[b0 + j] & mask)
-        if top < t:
-            continue
-        hit = np.uint32(0)
-        for j in range(32):
-            hit |= np.uint32((seg[b0 + j] & mask) >= t) << np.uint32(j)
-        hit = np.uint64(hit)
+        b0 = blk * 64
+        hit = np.uint64(0)
+        for j in range(64):  # (index seg directly: a slice per block stops vectorization)
+            hit |= np.uint64((seg[b0 + j] & mask) >= t) << np.uint64(j)
         while hit:
             j = b0 + np.int64(_ctz(hit))
             hit &= hit - np.uint64(1)
-            if (seg[j] & mask) > t:
+            v = seg[j] & mask
+            if v > t:
                 gi[ng] = s + j
+                gk[ng] = v
                 ng += 1
             elif ne < k:
                 ties[ne] = s + j
                 ne += 1
         if ng >= cap:
             return -1, ne
-    for i in range(nblk * 32, e - s):
+    for i in range(nblk * 64, e - s):
         v = seg[i] & mask
         if v > t:
             gi[ng] = s + i
+            gk[ng] = v
             ng += 1
         elif v == t and ne < k:
             ties[ne] = s + i
@@ -450,11 +447,43 @@ def _collect(bits, mask, t, s, e, k, gi, ties):
     return ng, ne
 
 
+@numba.njit(cache=True, nogil=True)
+def _kth_largest(gk, ng, k, nbits):
+    """The k-th largest (1-based) of the keys gk[p, :ng[p]] (all >= 0, below
+    2**nbits), by radix selection: 16-bit digits from the top, each pass
+    histogramming only the keys that share the prefix chosen so far."""
+    hist = np.zeros(1 << 16, np.int64)
+    prefix = 0
+    rest = k  # rank still to find among keys with this prefix
+    shift = nbits
+    while shift > 0:
+        width = min(16, shift)
+        shift -= width
+        hist[:1 << width] = 0
+        dmask = (1 << width) - 1
+        for p in range(ng.size):
+            for j in range(ng[p]):
+                v = np.int64(gk[p, j])
+                if (v >> (shift + width)) == prefix:
+                    hist[(v >> shift) & dmask] += 1
+        d = dmask
+        while hist[d] < rest:
+            rest -= hist[d]
+            d -= 1
+        prefix = (prefix << width) | d
+    return prefix
+
+
 @numba.njit(cache=True, parallel=True)
-def _top_k_abs_sampled(bits, k, mask, nbytes, nsample, parts):
-    """Indices of the k largest |x| (see numba_kernels' module doc for the
-    sampled threshold, here on magnitude keys ``bits & mask``); empty when
-    the caller must fall back to a full sort."""
+def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
+    """Indices of the k largest |x|, ascending (see numba_kernels' module doc
+    for the sampled threshold t, here on magnitude keys ``bits & mask``);
+    empty when the caller must fall back to the reference composition.
+
+    The survivors (keys > t, collected in index order) hold the top k when
+    there are at least k of them; their exact k-th largest key T comes from
+    a radix selection, and one walk in index order keeps keys > T and the
+    first keys == T (lowest index first), so no sort is needed."""
     n = bits.size
     s = min(n, nsample)
     sample = np.empty(s, bits.dtype)
@@ -464,8 +493,9 @@ def _top_k_abs_sampled(bits, k, mask, nbytes, nsample, parts):
     if rank < 0:
         return np.empty(0, np.int32)
     chunk = (n + parts - 1) // parts
-    cap = int(2.0 * chunk * (rank + 1) / s) + 1024 + 32
+    cap = int(2.0 * chunk * (rank + 1) / s) + 1024 + 64
     gi = np.empty((parts, cap + 1), np.int32)
+    gk = np.empty((parts, cap + 1), bits.dtype)
     ties = np.empty((parts, k), np.int32)
     ng = np.zeros(parts, np.int64)
     ne = np.zeros(parts, np.int64)
@@ -473,46 +503,57 @@ def _top_k_abs_sampled(bits, k, mask, nbytes, nsample, parts):
         lo = p * chunk
         hi = min(n, lo + chunk)
         if hi > lo:
-            ng[p], ne[p] = _collect(bits, mask, t, lo, hi, k, gi[p], ties[p])
+            ng[p], ne[p] = _collect(bits, mask, t, lo, hi, k, gi[p], gk[p], ties[p])
     if ng.min() < 0:
         return np.empty(0, np.int32)
     total = ng.sum()
-    if total + ne.sum() < k:
-        return np.empty(0, np.int32)
-    gk = np.empty(total, np.uint64)
-    gidx = np.empty(total, np.int32)
-    at = 0
-    for p in range(parts):
-        for j in range(ng[p]):
-            i = gi[p, j]
-            gidx[at] = i
-            gk[at] = np.uint64(bits[i] & mask)
-            at += 1
-    _, order = _radix_desc(gk, gidx, nbytes)
     out = np.empty(k, np.int32)
+    at = 0
     if total >= k:
-        out[:] = order[:k]
-    else:
-        out[:total] = order
-        at = total
+        big = _kth_largest(gk, ng, k, nbits)
+        above = 0
         for p in range(parts):
-            for j in range(ne[p]):
-                if at < k:
-                    out[at] = ties[p, j]
+            for j in range(ng[p]):
+                above += gk[p, j] > big
+        equal = k - above  # keys == big to keep, lowest index first
+        for p in range(parts):
+            for j in range(ng[p]):
+                v = gk[p, j]
+                if v > big or (v == big and equal > 0):
+                    equal -= v == big
+                    out[at] = gi[p, j]
                     at += 1
+        return out
+    need = k - total  # every survivor, and this many keys == t, lowest index first
+    if ne.sum() < need:
+        return np.empty(0, np.int32)
+    for p in range(parts):
+        a = 0
+        b = 0
+        while a < ng[p] or (b < ne[p] and need > 0):
+            if b < ne[p] and need > 0 and (a == ng[p] or ties[p, b] < gi[p, a]):
+                out[at] = ties[p, b]
+                b += 1
+                need -= 1
+            else:
+                out[at] = gi[p, a]
+                a += 1
+            at += 1
     return out
 
 
 def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     """``Fused.top_k_abs`` of a contiguous 1-D float32/float64 array, or None
-    when the sampled selection does not apply (the caller sorts instead)."""
+    when the sampled selection does not apply (the caller uses the reference
+    composition instead)."""
     width = x.dtype.itemsize
     bits = x.view(np.int32 if width == 4 else np.int64)  # signed: the max reductions vectorize
-    if x.size < PARALLEL_MIN or 4 * k > x.size:
+    if x.size < TOPK_MIN or 4 * k > x.size:
         return None
     mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
-    idx = _top_k_abs_sampled(bits, k, mask, width, SAMPLE, TOPK_PARTS)
+    nsample = min(SAMPLE, max(1024, x.size // 64))  # the sample's sort stays a small part of the pass
+    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, nsample, numba.get_num_threads() if x.size >= PARALLEL_MIN else 1)
     return idx if idx.size == k else None
 
 
-TOPK_PARTS = 8
+TOPK_MIN = 1 << 14  # below this the reference composition is as fast

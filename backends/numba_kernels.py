@@ -365,6 +365,28 @@ def gather_bits(x, idx):
     return out
 
 
+@numba.njit(cache=True, parallel=True)
+def fault_in_zeros(buf, parts):
+    """Write 0 to one byte per 4 KiB page of the all-zero byte array ``buf``
+    from all cores: a fresh allocation's pages are faulted in (and zeroed
+    by the kernel) in parallel instead of one by one by the next writer."""
+    m = buf.size
+    for p in numba.prange(parts):
+        for i in range(((m * p) // parts) & ~4095, (m * (p + 1)) // parts, 4096):
+            buf[i] = 0
+
+
+FAULT_IN_MIN = 1 << 24  # bytes from which fresh zero arrays are faulted in on all cores
+
+
+def zeros(shape, dtype) -> np.ndarray:
+    """np.zeros, with the pages of large arrays faulted in on all cores."""
+    out = np.zeros(shape, dtype)
+    if out.nbytes >= FAULT_IN_MIN:
+        fault_in_zeros(out.reshape(-1).view(np.uint8), numba.get_num_threads())
+    return out
+
+
 @numba.njit(cache=True, nogil=True)
 def scatter_add_into(out, idx, vals):
     """out[idx[i]] += vals[i] in order of i; indices outside [0, out.size) drop."""

@@ -66,7 +66,7 @@ class NumpyOps(Fused):
 
     @staticmethod
     def zeros(shape, dtype):
-        return np.zeros(tuple(shape), np.dtype(dtype))
+        return K.zeros(tuple(shape), np.dtype(dtype))
 
     @staticmethod
     def full(shape, value, dtype):
@@ -234,7 +234,7 @@ class NumpyOps(Fused):
         vals = np.ascontiguousarray(_arr(vals).reshape(-1))
         if idx.size != vals.size:
             raise ValueError(f"scatter_add: {idx.size} indices for {vals.size} values")
-        out = np.zeros(int(size), vals.dtype)
+        out = K.zeros(int(size), vals.dtype)
         if vals.dtype in (np.float16, _BF16):
             # per-add rounding to the narrow type, in index order (as XLA)
             ok = (idx >= 0) & (idx < size)

@@ -256,10 +256,14 @@ class Fused:
         return self.reshape(out, (nb * b,))[:count]
 
     def top_k_abs(self, x: Array, k: int) -> Array:
-        """int32 indices of the k largest ``|x_i|`` of a 1-D float array, as
-        ``top_k(abs(x), k)`` orders them (descending, lowest index first
-        among ties, NaN above inf)."""
-        return self.top_k(self.abs(x), k)[1]
+        """int32 indices of the k largest ``|x_i|`` of a 1-D float array
+        (lowest index first among ties, NaN above inf), in ascending index
+        order: the set ``top_k(abs(x), k)`` picks, listed as ``nonzero``
+        lists a mask. (A set in index order needs no sort: kernels select
+        it with one threshold pass, and scatters of it write memory in order.)"""
+        picked = self.top_k(self.abs(x), k)[1]
+        chosen = self.scatter_add(x.size, picked, self.full((k,), 1, "int32"))
+        return self.nonzero(chosen > 0, k)
 
     def sum_abs(self, x: Array) -> Array:
         """``sum(abs(x))`` of a 1-D float array, in :meth:`Ops.sum`'s halving
