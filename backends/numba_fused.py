@@ -447,17 +447,20 @@ def _collect(bits, mask, t, s, e, k, gi, gk, ties):
     return ng, ne
 
 
+DIGIT = 11  # bits per radix-selection pass (a 16 KiB histogram stays in L1)
+
+
 @numba.njit(cache=True, nogil=True)
 def _kth_largest(gk, ng, k, nbits):
     """The k-th largest (1-based) of the keys gk[p, :ng[p]] (all >= 0, below
-    2**nbits), by radix selection: 16-bit digits from the top, each pass
+    2**nbits), by radix selection: DIGIT-bit digits from the top, each pass
     histogramming only the keys that share the prefix chosen so far."""
-    hist = np.zeros(1 << 16, np.int64)
+    hist = np.zeros(1 << DIGIT, np.int64)
     prefix = 0
     rest = k  # rank still to find among keys with this prefix
     shift = nbits
     while shift > 0:
-        width = min(16, shift)
+        width = min(DIGIT, shift)
         shift -= width
         hist[:1 << width] = 0
         dmask = (1 << width) - 1

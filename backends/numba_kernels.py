@@ -108,15 +108,14 @@ def _topk_full(bits, k, sign, ones, nbytes):
 @numba.njit(cache=True, nogil=True)
 def sampled_threshold(sample, k, n):
     """(t, rank) for step 1 of the module doc: t is the (rank + 1)-th largest
-    of the sampled keys (sorted in place), rank = m + 4 sqrt(m) + 2 with
+    of the sampled keys (a selection, not a sort), rank = m + 4 sqrt(m) + 2 with
     m = k s / n; rank = -1 when the sample is too small to pick one."""
     s = sample.size
     m = k * s / n
     rank = int(m + 4.0 * math.sqrt(m) + 2.0)
     if rank >= s:
         return sample[0], -1
-    sample.sort()
-    return sample[s - 1 - rank], rank
+    return np.partition(sample, s - 1 - rank)[s - 1 - rank], rank
 
 
 @numba.njit(cache=True, nogil=True)
