@@ -15,26 +15,27 @@ from backends._common import UNIFORM_ONE_BITS, _is_float, check_bits, int_bounds
 HOST_TOP_K_MIN = 1 << 15  # below this lax.top_k is as fast as a host callback
 
 
+def _host_rows(select, x, k):
+    """int32 [..., k]: ``select(row, k)`` of each row (last axis) of x, on the host."""
+    x = np.asarray(x)
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.stack([select(np.ascontiguousarray(r), k) for r in rows]) if len(rows) else \
+        np.zeros((0, k), np.int32)
+    return out.astype(np.int32).reshape(x.shape[:-1] + (k,))
+
+
 def _host_top_k(x, k):
     """Indices of the k largest of each row (last axis), on the host (Numba)."""
     from backends.numba_kernels import top_k_indices
 
-    x = np.asarray(x)
-    rows = x.reshape(-1, x.shape[-1])
-    out = np.stack([top_k_indices(np.ascontiguousarray(r), k) for r in rows]) if len(rows) else \
-        np.zeros((0, k), np.int32)
-    return out.astype(np.int32).reshape(x.shape[:-1] + (k,))
+    return _host_rows(top_k_indices, x, k)
 
 
 def _host_top_k_abs(x, k):
     """NumPy's top_k_abs (the Numba selection) of each row (last axis), on the host."""
     from backends.numpy_ops import OPS
 
-    x = np.asarray(x)
-    rows = x.reshape(-1, x.shape[-1])
-    out = np.stack([OPS.top_k_abs(np.ascontiguousarray(r), k) for r in rows]) if len(rows) else \
-        np.zeros((0, k), np.int32)
-    return out.reshape(x.shape[:-1] + (k,))
+    return _host_rows(OPS.top_k_abs, x, k)
 
 
 class JaxOps(Fused):
