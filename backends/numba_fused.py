@@ -554,8 +554,9 @@ def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     if x.size < TOPK_MIN or 4 * k > x.size:
         return None
     mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
-    nsample = min(SAMPLE, max(1024, x.size // 64))  # the sample's sort stays a small part of the pass
-    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, nsample, numba.get_num_threads() if x.size >= PARALLEL_MIN else 1)
+    nsample = min(SAMPLE, max(1024, x.size // 64))  # reading the sample stays a small part of the pass
+    parts = numba.get_num_threads() if x.size >= PARALLEL_MIN else 1
+    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, nsample, parts)
     return idx if idx.size == k else None
 
 
