@@ -198,7 +198,9 @@ class NumpyOps(Fused):
     # -- linear algebra -----------------------------------------------------
     @staticmethod
     def matmul(a, b):
-        return np.asarray(np.matmul(a, b))
+        a, b = _arr(a), _arr(b)
+        out = F.thin_matmul(a, b) if a.dtype in _KERNEL_FLOATS else None  # rank-r projections
+        return np.asarray(np.matmul(a, b)) if out is None else out
 
     # -- selection ----------------------------------------------------------
     @staticmethod
@@ -346,7 +348,40 @@ class NumpyOps(Fused):
         return F.unpack_signs(words, int(count), pos, neg)
 
 
+    def add(self, a, b):
+        a, b = _arr(a), _arr(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(f"add: needs one shape and dtype, got {a.dtype}{list(a.shape)} "
+                             f"and {b.dtype}{list(b.shape)}")
+        if a.dtype not in _KERNEL_FLOATS or a.size < F.ROWS_PARALLEL_MIN:
+            return Fused.add(self, a, b)
+        return F.add(np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+    def matmul_nt(self, a, b):
+        a, b = _arr(a), _arr(b)
+        if not _low_rank_args(a, b, None):
+            return Fused.matmul_nt(self, a, b)
+        return F.low_rank(None, np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+    def sub_matmul_nt(self, c, a, b):
+        c, a, b = _arr(c), _arr(a), _arr(b)
+        if not _low_rank_args(a, b, c):
+            return Fused.sub_matmul_nt(self, c, a, b)
+        return F.low_rank(np.ascontiguousarray(c), np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+
 _KERNEL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the Numba kernels' dtypes
+LOW_RANK_MAX = 32  # widest factors the row kernel takes (BLAS is faster beyond)
+
+
+def _low_rank_args(a, b, c) -> bool:
+    """Whether the low-rank kernel applies (else the composition runs, and
+    reports any shape error itself)."""
+    ok = a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[1] and 1 <= a.shape[1] <= LOW_RANK_MAX \
+        and a.dtype in _KERNEL_FLOATS and a.dtype == b.dtype
+    if c is not None:
+        ok = ok and c.shape == (a.shape[0], b.shape[0]) and c.dtype == a.dtype
+    return ok
 
 
 def _vector(x, op: str) -> np.ndarray:

@@ -76,6 +76,12 @@ class Leaf(NamedTuple):
     local(ops, x, state, own, received) -> x_hat of this worker's payloads
     decode(ops, x, state, own, received, n) -> (mean estimate, state)
     plan(shape, dtype) -> tuple[Round, ...]
+    residual(ops, x, state, own, received) -> x - local(...)   (optional)
+
+    Every round's ``encode`` runs before ``local``, ``residual`` and
+    ``decode``, which see the state the last encode returned. ``residual``
+    is what error feedback keeps; a leaf gives it when it can compute it in
+    fewer passes than ``x - local(...)`` (PowerSGD: one fused pass).
     """
 
     init: Callable[..., State]
@@ -83,6 +89,7 @@ class Leaf(NamedTuple):
     local: Callable[..., Array]
     decode: Callable[..., tuple[Array, State]]
     plan: Callable[[tuple, Any], tuple[Round, ...]]
+    residual: Callable[..., Array] | None = None
 
 
 class Compressor(NamedTuple):

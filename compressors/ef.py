@@ -3,6 +3,8 @@
 EF:   p_t = x_t + e_t;   send C(p_t);   e_{t+1} = p_t - C(p_t)
       so   sum_t C(p_t) + e_{T+1} = sum_t x_t   (nothing is lost)
 
+      (p_t - C(p_t) is the inner leaf's ``residual`` when it has one.)
+
 EF21: c_t = C(x_t - g_i);  g_i += c_t;  g += mean_workers(c_t);  use g
       (g_i: this worker's estimate; g: the shared one, equal on all workers)
 
@@ -17,24 +19,29 @@ from compressors.registry import canonical, register
 
 
 def _ef_leaf(inner: Leaf, shape, dtype) -> Leaf:
+    # state (s, e) between exchanges; from round 0's encode to decode the
+    # second slot holds p = x + e, so p is summed once per exchange
     def init(ops, x):
         return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
 
     def encode(ops, x, state, keys, received, r):
         s, e = state
-        pay, s = inner.encode(ops, x + e, s, keys, received, r)
-        return pay, (s, e)
+        p = ops.add(x, e) if r == 0 else e
+        pay, s = inner.encode(ops, p, s, keys, received, r)
+        return pay, (s, p)
 
     def local(ops, x, state, own, received):
-        s, e = state
-        return inner.local(ops, x + e, s, own, received)
+        s, p = state
+        return inner.local(ops, p, s, own, received)
 
     def decode(ops, x, state, own, received, n):
-        s, e = state
-        p = x + e
-        sent = inner.local(ops, p, s, own, received)
+        s, p = state
+        if inner.residual is not None:
+            left = inner.residual(ops, p, s, own, received)
+        else:
+            left = p - inner.local(ops, p, s, own, received)
         out, s = inner.decode(ops, p, s, own, received, n)
-        return out, (s, p - sent)
+        return out, (s, left)
 
     return Leaf(init, encode, local, decode, inner.plan)
 

@@ -187,7 +187,8 @@ class Fused:
     inherits this class (JAX, where XLA fuses the composition anyway, and
     MindSpore, whose lowering traces through it). A backend may override a
     fused op with a one-pass kernel (NumPy/Numba does) that must return the
-    same bits as the composition; ``tests/backends/test_fused.py`` checks it.
+    same bits as the composition (the two built on ``matmul`` agree to
+    rounding, as ``matmul`` does); ``tests/backends/test_fused.py`` checks it.
 
     They exist for eager backends, where every primitive op is a full pass
     over memory: a quantizer written with them reads the gradient twice and
@@ -281,6 +282,24 @@ class Fused:
         and neg (same dtype), their exact bits."""
         bit = self.unpack_bits(words, 1, count)
         return self.where(bit > 0, neg, pos)
+
+    def add(self, a: Array, b: Array) -> Array:
+        """``a + b`` of two arrays of one shape and dtype (a single operator,
+        listed for error feedback's full-size sums: an eager backend whose
+        operators run on one core runs these on all of them). Same bits."""
+        return a + b
+
+    def matmul_nt(self, a: Array, b: Array) -> Array:
+        """``matmul(a, transpose(b))`` for a (n, r) and b (m, r): the (n, m)
+        product of two thin factors (a low-rank payload decoded). Like
+        ``matmul``, it agrees with the composition to rounding: each entry
+        is an r-term dot product whose accumulation order is the backend's."""
+        return self.matmul(a, self.transpose(b))
+
+    def sub_matmul_nt(self, c: Array, a: Array, b: Array) -> Array:
+        """``c - matmul_nt(a, b)`` for c (n, m): what is left of c after its
+        low-rank part is sent, in one pass over c (agrees to rounding)."""
+        return c - self.matmul_nt(a, b)
 
 
 def bucket_grid(d: int, bucket: int) -> tuple[int, int]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from compressors.core import Compressor, Leaf, Law, Round, check, compute_dtype, dtype_bits, upcast
 from compressors.ef import ef as error_feedback
 from compressors.identity import IDENTITY_LEAF
@@ -67,19 +69,25 @@ def _powersgd_leaf(rank: int, warm_start: bool, eps: float, shape, dtype) -> Lea
 
     def local(ops, x, q, own, received):
         p_hat = orthogonalize(ops, received[0], eps)
-        return ops.astype(ops.reshape(ops.matmul(p_hat, ops.transpose(own[1])), x.shape), x.dtype)
+        return ops.astype(ops.reshape(ops.matmul_nt(p_hat, own[1]), x.shape), x.dtype)
+
+    def residual(ops, x, q, own, received):
+        # x - P_hat Q_i^T in one pass (in the compute dtype: x's own when it is float32/64)
+        p_hat = orthogonalize(ops, received[0], eps)
+        return ops.reshape(ops.sub_matmul_nt(as_matrix(ops, x), p_hat, own[1]), x.shape)
 
     def decode(ops, x, q, own, received, count):
         p_hat = orthogonalize(ops, received[0], eps)
         q_mean = received[1] / float(count)
-        out = ops.astype(ops.reshape(ops.matmul(p_hat, ops.transpose(q_mean)), x.shape), x.dtype)
+        out = ops.astype(ops.reshape(ops.matmul_nt(p_hat, q_mean), x.shape), x.dtype)
         return out, (q_mean if warm_start else fresh_q(ops))
 
     def plan(shape, dtype):
         bits = dtype_bits(cd)
         return (Round(Law.SUM, n * r * bits), Round(Law.SUM, m * r * bits))
 
-    return Leaf(init, encode, local, decode, plan)
+    # narrow dtypes keep EF's x - local(...), rounded like the payload it sent
+    return Leaf(init, encode, local, decode, plan, residual if np.dtype(dtype) == cd else None)
 
 
 def compresses(shape, rank: int, min_compression: float) -> bool:

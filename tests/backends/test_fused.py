@@ -52,7 +52,7 @@ def on_jax(fn, *args, dtype):
 
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "sum_abs",
-                                "pack_signs", "unpack_signs"}
+                                "pack_signs", "unpack_signs", "add", "matmul_nt", "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -202,3 +202,62 @@ def test_unpack_signs_rejects_mismatched_values():
         NP.unpack_signs(np.zeros(1, np.uint32), 3, np.asarray(np.float32(1)), np.asarray(np.float64(1)))
     with pytest.raises(ValueError, match="do not fit"):
         NP.unpack_signs(np.zeros(1, np.uint32), 40, np.asarray(np.float32(1)), np.asarray(np.float32(1)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(7,), (1000, 999), (numba_fused.ROWS_PARALLEL_MIN + 5,)])
+def test_add(shape, dtype):
+    a = data(int(np.prod(shape)), dtype, 1).reshape(shape)
+    b = data(int(np.prod(shape)), dtype, 2).reshape(shape)
+    got = NP.add(a, b)
+    assert got.shape == shape and got.dtype == dtype
+    assert_same_bits(got, Fused.add(NP, a, b), "add")
+    with pytest.raises(ValueError, match="one shape and dtype"):
+        NP.add(a, b.astype(np.float16))
+
+
+def within_rounding(got, want, bound, name):
+    """|got - want| <= bound entrywise; the callers' bound, (r + 2) eps
+    |a| |b|^T (+ 2 eps |c|), is matmul's promise: agreement to rounding of
+    r-term dot products."""
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= bound), f"{name}: max excess {np.max(err - bound):.3g}"
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n,m,r", [(3, 5, 1), (50, 70, 4), (1100, 1000, 4), (1025, 1031, 32), (1024, 1024, 33)])
+def test_low_rank_products(n, m, r, dtype):
+    """The kernels (row-parallel above ROWS_PARALLEL_MIN entries, BLAS past
+    LOW_RANK_MAX columns) agree with the compositions, on NumPy and JAX."""
+    rng = np.random.default_rng(n + r)
+    c = rng.standard_normal((n, m)).astype(dtype)
+    a = rng.standard_normal((n, r)).astype(dtype)
+    b = rng.standard_normal((m, r)).astype(dtype)
+    a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
+    want = a64 @ b64.T
+    bound = (r + 2) * np.finfo(dtype).eps * (np.abs(a64) @ np.abs(b64).T)
+    for name, got in [("matmul_nt", NP.matmul_nt(a, b)), ("JAX matmul_nt", on_jax(Fused.matmul_nt, a, b, dtype=dtype))]:
+        assert got.shape == (n, m) and got.dtype == dtype, name
+        within_rounding(got, want, bound, name)
+    bound = bound + 2 * np.finfo(dtype).eps * np.abs(c64)
+    for name, got in [("sub_matmul_nt", NP.sub_matmul_nt(c, a, b)),
+                      ("JAX sub_matmul_nt", on_jax(Fused.sub_matmul_nt, c, a, b, dtype=dtype))]:
+        assert got.shape == (n, m) and got.dtype == dtype, name
+        within_rounding(got, c64 - want, bound, name)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n,m,r", [(1100, 1000, 1), (1500, 997, 4), (1001, 1200, 32)])
+def test_thin_matmul_kernels(n, m, r, dtype):
+    """NumPy's matmul takes the Numba projections for a (n, m) @ (m, r) and
+    for the transposed view a.T @ (n, r): they agree with BLAS to rounding."""
+    rng = np.random.default_rng(r)
+    a = rng.standard_normal((n, m)).astype(dtype)
+    q = rng.standard_normal((m, r)).astype(dtype)
+    p = rng.standard_normal((n, r)).astype(dtype)
+    assert numba_fused.thin_matmul(a, q) is not None and numba_fused.thin_matmul(a.T, p) is not None
+    for got, want in [(NP.matmul(a, q), a.astype(np.float64) @ q), (NP.matmul(NP.transpose(a), p),
+                                                                    a.T.astype(np.float64) @ p)]:
+        assert got.dtype == dtype and got.shape == want.shape
+        tol = 4 * np.finfo(dtype).eps * np.sqrt(got.shape[0] + n) * float(np.max(np.abs(want)))
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol)
