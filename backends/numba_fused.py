@@ -545,6 +545,10 @@ def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
     return out
 
 
+def _sample_size(n: int) -> int:
+    return min(SAMPLE, max(1024, n // 64))  # reading the sample stays a small part of the pass
+
+
 def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     """``Fused.top_k_abs`` of a contiguous 1-D float32/float64 array, or None
     when the sampled selection does not apply (the caller uses the reference
@@ -554,13 +558,40 @@ def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     if x.size < TOPK_MIN or 4 * k > x.size:
         return None
     mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
-    nsample = min(SAMPLE, max(1024, x.size // 64))  # reading the sample stays a small part of the pass
     parts = numba.get_num_threads() if x.size >= PARALLEL_MIN else 1
-    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, nsample, parts)
+    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, _sample_size(x.size), parts)
     return idx if idx.size == k else None
 
 
 TOPK_MIN = 1 << 14  # below this the reference composition is as fast
+
+_top_k_abs_row = numba.njit(cache=True, nogil=True)(_top_k_abs_sampled.py_func)  # one thread (prange = range)
+
+
+@numba.njit(cache=True, parallel=True)
+def _top_k_abs_rows(bits, k, mask, nbits, nsample, out, ok):
+    for i in numba.prange(bits.shape[0]):
+        idx = _top_k_abs_row(bits[i], k, mask, nbits, nsample, 1)
+        ok[i] = idx.size == k
+        if ok[i]:
+            out[i] = idx
+
+
+def top_k_abs_rows(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`top_k_abs` of every row of a C-ordered 2-D array, the rows
+    spread over the cores (one parallel region for all of them): (indices
+    (rows, k), ok per row; a row with ok False needs the reference), or
+    None when the sampled selection does not apply at all."""
+    rows, n = x.shape
+    width = x.dtype.itemsize
+    if n < TOPK_MIN or 4 * k > n:
+        return None
+    bits = x.view(np.int32 if width == 4 else np.int64)
+    mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
+    out = np.empty((rows, k), np.int32)
+    ok = np.empty(rows, np.bool_)
+    _top_k_abs_rows(bits, k, mask, 8 * width - 1, _sample_size(n), out, ok)
+    return out, ok
 
 
 # ---------------------------------------------------------------------------

@@ -159,6 +159,20 @@ def test_top_k_abs_jax_vmap_rows():
         assert_same_bits(got[r], Fused.top_k_abs(NP, x[r], 500), f"row {r}")
 
 
+def test_top_k_abs_rows_fall_back_per_row():
+    """Rows go through one parallel kernel call; a row whose sampled
+    threshold fails (its sample sees only zeros, so the survivors overflow)
+    is redone by the reference, the others keep the kernel's answer."""
+    n = numba_fused.TOPK_MIN * 4
+    rows = np.stack([data(n, np.float32, seed=1), np.ones(n, np.float32), data(n, np.float32, seed=2)])
+    rows[1, :: n // numba_fused._sample_size(n)] = 0.0  # every sampled entry
+    idx, ok = numba_fused.top_k_abs_rows(rows, 300)
+    assert ok.tolist() == [True, False, True]
+    got = np.asarray(JAX.top_k_abs(JAX.asarray(rows), 300))  # the host route of a batch of rows
+    for r in range(3):
+        assert_same_bits(got[r], Fused.top_k_abs(NP, rows[r], 300), f"row {r}")
+
+
 def test_top_k_abs_small_and_bad_input():
     x = data(513, np.float32)
     assert_same_bits(NP.top_k_abs(x, 20), Fused.top_k_abs(NP, x, 20))
