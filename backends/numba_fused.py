@@ -22,6 +22,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from backends import buffers
 from backends.numba_kernels import SAMPLE, _bits_f32, sampled_threshold
 from backends.threefry import _hash
 
@@ -252,7 +253,7 @@ def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key) -> np.
     inv_scale per bucket in x's dtype; key uint32[2]."""
     n = x.size
     per = 32 // bits
-    out = np.empty(-(-n // per), np.uint32)
+    out = buffers.empty(-(-n // per), np.uint32)
     if n:
         run = _quantize_parallel if n >= PARALLEL_MIN else _quantize_serial
         run(x, offset, inv_scale, bucket or n, x.dtype.type(top), bits, _U(key[0]), _U(key[1]), out)
@@ -299,7 +300,7 @@ def _dequantize_serial(words, bits, off, sc, B, out):
 
 def dequantize(words, bits: int, count: int, offset, scale, bucket: int) -> np.ndarray:
     """``Fused.dequantize`` (offset, scale: float32/float64 per bucket)."""
-    out = np.empty(count, offset.dtype)
+    out = buffers.empty(count, offset.dtype)
     if count:
         run = _dequantize_parallel if count >= PARALLEL_MIN else _dequantize_serial
         run(words, bits, offset, scale, bucket or count, out)
@@ -371,7 +372,7 @@ def _unsigns_parallel(words, table, out):
 
 def unpack_signs(words, count: int, pos, neg) -> np.ndarray:
     """``Fused.unpack_signs``: pos and neg are 0-d arrays of one raw-bit-copyable dtype."""
-    out = np.empty(count, pos.dtype)
+    out = buffers.empty(count, pos.dtype)
     width = {2: np.uint16, 4: np.uint32, 8: np.uint64}[pos.dtype.itemsize]
     o = out.view(width)
     p, q = pos.reshape(1).view(width)[0], neg.reshape(1).view(width)[0]
@@ -616,7 +617,7 @@ def _add_parallel(a, b, out, parts):
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a + b`` of two contiguous arrays of one shape and float dtype, on all cores."""
-    out = np.empty_like(a)
+    out = buffers.empty(a.shape, a.dtype)
     _add_parallel(a.reshape(-1), b.reshape(-1), out.reshape(-1), 4 * numba.get_num_threads())
     return out
 
@@ -658,7 +659,7 @@ def low_rank(c: np.ndarray | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` (c None) or ``c - a @ b.T`` for a (n, r), b (m, r) and
     c (n, m), all contiguous and of one float dtype, r >= 1."""
     n, m = a.shape[0], b.shape[0]
-    out = np.empty((n, m), a.dtype)
+    out = buffers.empty((n, m), a.dtype)
     bt = np.ascontiguousarray(b.T)
     run = _low_rank if n * m >= ROWS_PARALLEL_MIN else _low_rank_serial
     run(out if c is None else c, a, bt, out, c is not None)
