@@ -550,17 +550,23 @@ def _sample_size(n: int) -> int:
     return min(SAMPLE, max(1024, n // 64))  # reading the sample stays a small part of the pass
 
 
+def _magnitude_keys(x: np.ndarray):
+    """(signed bit view of float32/float64 x, the mask whose AND gives |x|'s
+    key, the key's bit count); signed so the max reductions vectorize."""
+    width = x.dtype.itemsize
+    bits = x.view(np.int32 if width == 4 else np.int64)
+    return bits, bits.dtype.type((1 << (8 * width - 1)) - 1), 8 * width - 1
+
+
 def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     """``Fused.top_k_abs`` of a contiguous 1-D float32/float64 array, or None
     when the sampled selection does not apply (the caller uses the reference
     composition instead)."""
-    width = x.dtype.itemsize
-    bits = x.view(np.int32 if width == 4 else np.int64)  # signed: the max reductions vectorize
     if x.size < TOPK_MIN or 4 * k > x.size:
         return None
-    mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
     parts = numba.get_num_threads() if x.size >= PARALLEL_MIN else 1
-    idx = _top_k_abs_sampled(bits, k, mask, 8 * width - 1, _sample_size(x.size), parts)
+    bits, mask, nbits = _magnitude_keys(x)
+    idx = _top_k_abs_sampled(bits, k, mask, nbits, _sample_size(x.size), parts)
     return idx if idx.size == k else None
 
 
@@ -584,14 +590,12 @@ def top_k_abs_rows(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | Non
     (rows, k), ok per row; a row with ok False needs the reference), or
     None when the sampled selection does not apply at all."""
     rows, n = x.shape
-    width = x.dtype.itemsize
     if n < TOPK_MIN or 4 * k > n:
         return None
-    bits = x.view(np.int32 if width == 4 else np.int64)
-    mask = bits.dtype.type((1 << (8 * width - 1)) - 1)
+    bits, mask, nbits = _magnitude_keys(x)
     out = np.empty((rows, k), np.int32)
     ok = np.empty(rows, np.bool_)
-    _top_k_abs_rows(bits, k, mask, 8 * width - 1, _sample_size(n), out, ok)
+    _top_k_abs_rows(bits, k, mask, nbits, _sample_size(n), out, ok)
     return out, ok
 
 
