@@ -347,7 +347,6 @@ class NumpyOps(Fused):
             raise ValueError(f"unpack_signs: {count} bits do not fit in {words.size} words")
         return F.unpack_signs(words, int(count), pos, neg)
 
-
     def add(self, a, b):
         a, b = _arr(a), _arr(b)
         if a.shape != b.shape or a.dtype != b.dtype:
