@@ -1,4 +1,6 @@
-"""Large output arrays of the NumPy binding, reused once nothing refers to them.
+"""Large output arrays of the NumPy binding: pooled and reused once nothing
+refers to them (``empty``), or zeroed with their pages faulted in on all cores
+(``zeros``).
 
 A fresh multi-megabyte array costs a page fault per page, and the kernel
 zeroes every page it hands out: about 6 ms per 100 MB on the 2-core test
@@ -15,8 +17,12 @@ import math
 import sys
 import threading
 
+import numba
 import numpy as np
 
+from backends.numba_kernels import fault_in_zeros
+
+FAULT_IN_MIN = 1 << 24  # bytes from which fresh zero arrays are faulted in on all cores
 POOL_MIN = 1 << 24  # bytes from which outputs are pooled (smaller ones cost little)
 POOL_MAX = 8  # buffers the pool keeps (up to 8 x the largest output size)
 
@@ -42,6 +48,15 @@ def empty(shape, dtype) -> np.ndarray:
         if len(_pool) < POOL_MAX:
             _pool.append(base)
     return base.view(dtype).reshape(shape)
+
+
+def zeros(shape, dtype) -> np.ndarray:
+    """np.zeros, with the pages of large arrays faulted in on all cores
+    (a fresh mapping: the kernel zeroes each page once, in parallel)."""
+    out = np.zeros(shape, dtype)
+    if out.nbytes >= FAULT_IN_MIN:
+        fault_in_zeros(out.reshape(-1).view(np.uint8), numba.get_num_threads())
+    return out
 
 
 def _is_free(i: int) -> bool:

@@ -375,17 +375,6 @@ def fault_in_zeros(buf, parts):
             buf[i] = 0
 
 
-FAULT_IN_MIN = 1 << 24  # bytes from which fresh zero arrays are faulted in on all cores
-
-
-def zeros(shape, dtype) -> np.ndarray:
-    """np.zeros, with the pages of large arrays faulted in on all cores."""
-    out = np.zeros(shape, dtype)
-    if out.nbytes >= FAULT_IN_MIN:
-        fault_in_zeros(out.reshape(-1).view(np.uint8), numba.get_num_threads())
-    return out
-
-
 @numba.njit(cache=True, nogil=True)
 def scatter_add_into(out, idx, vals):
     """out[idx[i]] += vals[i] in order of i; indices outside [0, out.size) drop."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from backends import buffers
 from backends import numba_fused as F
 from backends import numba_kernels as K
 from backends import threefry
@@ -66,7 +67,7 @@ class NumpyOps(Fused):
 
     @staticmethod
     def zeros(shape, dtype):
-        return K.zeros(tuple(shape), np.dtype(dtype))
+        return buffers.zeros(tuple(shape), np.dtype(dtype))
 
     @staticmethod
     def full(shape, value, dtype):
@@ -236,7 +237,7 @@ class NumpyOps(Fused):
         vals = np.ascontiguousarray(_arr(vals).reshape(-1))
         if idx.size != vals.size:
             raise ValueError(f"scatter_add: {idx.size} indices for {vals.size} values")
-        out = K.zeros(int(size), vals.dtype)
+        out = buffers.zeros(int(size), vals.dtype)
         if vals.dtype in (np.float16, _BF16):
             # per-add rounding to the narrow type, in index order (as XLA)
             ok = (idx >= 0) & (idx < size)
