@@ -9,7 +9,7 @@ import importlib
 
 from compressors.ops import Ops
 
-_MODULES = {"jax": "backends.jax_ops", "numpy": "backends.numpy_ops", "mindspore": "backends.mindspore_ops"}
+_MODULES = {"jax": "backends.jax.ops", "numpy": "backends.numpy.ops", "mindspore": "backends.mindspore.ops"}
 BACKENDS = tuple(_MODULES)
 
 

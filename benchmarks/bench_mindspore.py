@@ -31,7 +31,7 @@ SPECS = ["native", "ef(topk(ratio=0.01))", "quantize(bits=8)", "powersgd(rank=4)
 
 
 def codec_ms(spec: str, hidden: int, reps: int = 3) -> float:
-    from backends.mindspore_lower import LoopbackExchange
+    from backends.mindspore.lower import LoopbackExchange
     from kfsim.launch.ms_models import wide_mlp_params
     params = wide_mlp_params(hidden)
     vals = [params[k] for k in sorted(params)]

@@ -588,8 +588,8 @@ import jax
 import jax.numpy as jnp
 
 import backends
-from backends import mindspore_reducer
-from backends.mindspore_lower import LoopbackExchange
+from backends.mindspore import reducer as mindspore_reducer
+from backends.mindspore.lower import LoopbackExchange
 from compressors.core import make_keys
 from kfsim.data import fashion_mnist
 from kfsim.train import models

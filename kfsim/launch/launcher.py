@@ -81,7 +81,7 @@ def model_avals(model: str, hidden: int = 2900):
 def validate(spec: str, workers: int, model: str, steps: int, batch: int, device: str, rng: str,
              collective: str, hidden: int) -> None:
     """Everything that can be checked without MindSpore processes (raises ValueError)."""
-    from backends import mindspore_reducer as R
+    from backends.mindspore import reducer as R
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive int, got {workers!r}")
     if steps < 1 or batch < 1:

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
 
     for module in a.imports:
         importlib.import_module(module)
-    from backends.mindspore_runtime import setup
+    from backends.mindspore.runtime import setup
     setup(a.device)
     import mindspore as ms
     from mindspore import nn, ops
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     values = [params[k] for k in sorted(params)]
     avals = [(v.shape, v.dtype) for v in values]
 
-    from backends import mindspore_reducer as R
+    from backends.mindspore import reducer as R
     native = a.spec == "native"
     comp = None if native else R._parse(a.spec)
 

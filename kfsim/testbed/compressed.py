@@ -2,7 +2,7 @@
 
 Reuses the launcher's own worker script unchanged (``kfsim/launch/worker.py``:
 the ``wide`` MLP 784 → H → H → 10 on Fashion-MNIST, global batch B split as
-``[r::n]``, the compressed reducer of :mod:`backends.mindspore_reducer`, or
+``[r::n]``, the compressed reducer of :mod:`backends.mindspore.reducer`, or
 ``native`` for MindSpore's ``DistributedGradReducer``), but starts it with
 one msrun per namespace (:func:`kfsim.testbed.run.run_job`) instead of the
 launcher's single-host msrun. The worker times each step in-process

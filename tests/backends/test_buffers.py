@@ -1,4 +1,4 @@
-"""The NumPy binding's pool of large output buffers (backends.buffers):
+"""The NumPy binding's pool of large output buffers (backends.numpy.buffers):
 memory comes back only when no live array views it."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 import pytest
 
-from backends import buffers
+from backends.numpy import buffers
 
 SIZE = 1 << 14  # float32 entries: 64 KiB, pooled once POOL_MIN is lowered below
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import backends
-from backends import numba_fused, numba_kernels
+from backends.numpy import fused as numba_fused, kernels as numba_kernels
 from compressors.ops import FUSED_NAMES, Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 
@@ -165,7 +165,7 @@ def test_top_k_abs_rows_fall_back_per_row():
     is redone by the reference, the others keep the kernel's answer."""
     n = numba_fused.TOPK_MIN * 4
     rows = np.stack([data(n, np.float32, seed=1), np.ones(n, np.float32), data(n, np.float32, seed=2)])
-    rows[1, :: n // numba_fused._sample_size(n)] = 0.0  # every sampled entry
+    rows[1, :: n // numba_fused.sample_size(n)] = 0.0  # every sampled entry
     idx, ok = numba_fused.top_k_abs_rows(rows, 300)
     assert ok.tolist() == [True, False, True]
     got = np.asarray(JAX.top_k_abs(JAX.asarray(rows), 300))  # the host route of a batch of rows

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backends import threefry
+from backends.numpy import threefry
 from compressors.ops import OP_NAMES
 from tests.backends.ops_backends import (BF16, OPS_BACKENDS, assert_same_bits, get_ops, is_float,
                                          maybe_x64, to_numpy)

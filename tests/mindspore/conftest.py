@@ -10,7 +10,7 @@ os.environ.setdefault("GLOG_v", "3")
 
 @pytest.fixture(scope="session", autouse=True)
 def _mindspore_cpu():
-    from backends.mindspore_runtime import setup
+    from backends.mindspore.runtime import setup
     setup("CPU")
     import mindspore as ms
     ms.set_context(mode=ms.GRAPH_MODE)

@@ -20,7 +20,7 @@ import pytest
 
 import compressors
 from backends import get
-from backends.mindspore_lower import LoopbackExchange
+from backends.mindspore.lower import LoopbackExchange
 from compressors import exchange, make_keys
 from tests.specs import EXAMPLE_SPECS
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from backends import get
-from backends.mindspore_lower import LoopbackExchange, first_mismatch
-from backends.mindspore_reducer import check_compatible, check_lowerable
-from backends.mindspore_trace import LoweringError, Program, TracingOps
+from backends.mindspore.lower import LoopbackExchange, first_mismatch
+from backends.mindspore.reducer import check_compatible, check_lowerable
+from backends.mindspore.trace import LoweringError, Program, TracingOps
 from compressors import exchange, make_keys
 from compressors.core import Compressor, Law, fixed, single_round
 

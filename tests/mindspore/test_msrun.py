@@ -47,7 +47,7 @@ def test_msrun_matches_simulation(spec, tmp_path):
     diffs = [abs(a - b) for a, b in zip(rec.losses, sim)]
     assert max(diffs) < TOL[spec], diffs
     assert rec.losses[-1] < rec.losses[0]
-    from backends.mindspore_reducer import wire_bytes
+    from backends.mindspore.reducer import wire_bytes
     from kfsim.launch.launcher import model_avals
     assert all(s.bytes_sent == wire_bytes(spec, model_avals("mlp")) for s in rec.steps)
 

@@ -18,7 +18,7 @@ import backends
 import compressors
 from compressors.core import make_keys
 from compressors.exchange import exchange
-from backends.jax_ops import HOST_TOP_K_MIN
+from backends.jax.ops import HOST_TOP_K_MIN
 from kfsim.train import loop, vexchange
 from kfsim.train.config import RunConfig
 

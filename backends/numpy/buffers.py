@@ -20,7 +20,7 @@ import threading
 import numba
 import numpy as np
 
-from backends.numba_kernels import fault_in_zeros
+from backends.numpy.kernels import fault_in_zeros
 
 FAULT_IN_MIN = 1 << 24  # bytes from which fresh zero arrays are faulted in on all cores
 POOL_MIN = 1 << 24  # bytes from which outputs are pooled (smaller ones cost little)

@@ -28,9 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from backends.mindspore_lower import (Emitter, _to_ms, _to_np, build_cell, emit, program_cell,
+from backends.mindspore.lower import (Emitter, to_ms, to_np, build_cell, emit, program_cell,
                                       trace_exchange, trace_init)
-from backends.mindspore_trace import LoweringError
+from backends.mindspore.trace import LoweringError
 from compressors.core import Compressor, Law
 
 COLLECTIVES = ("auto", "allgather", "allreduce")
@@ -59,8 +59,8 @@ def check_compatible(comp, avals, collective: str = "auto") -> None:
 
 def check_lowerable(comp, avals, n: int = 2) -> None:
     """Trace the protocol (no MindSpore needed) and check every op has a rule."""
-    from backends.mindspore_lower import live_eqns
-    from backends.mindspore_rules import RULES
+    from backends.mindspore.lower import live_eqns
+    from backends.mindspore.rules import RULES
     comp = _parse(comp)
     t = trace_exchange(comp, avals, n=n, ranks=[0], seed=0, comm="collective", who=f"compressor {comp.spec!r}")
     outs = t.means[0] + t.state_out[0]
@@ -81,7 +81,7 @@ def initial_state(comp, params: Sequence, *, seed: int = 0, rng: str = "exact") 
     avals = [(tuple(p.shape), np.dtype(np.asarray(p).dtype)) for p in params]
     prog, leaves, _ = trace_init(comp, avals, f"compressor {comp.spec!r} init")
     cell = program_cell(prog, leaves, f"compressor {comp.spec!r} init", rng, 0, seed)
-    return [_to_np(t) for t in cell.construct(*[_to_ms(np.asarray(p)) for p in params])]
+    return [to_np(t) for t in cell.construct(*[to_ms(np.asarray(p)) for p in params])]
 
 
 def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int = 0, rng: str = "exact",
@@ -113,7 +113,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     em = Emitter(who, rng, rank, seed)
     lines = [f"{em.name(v)} = grads[{i}]" for i, v in enumerate(t.grads[0])]
     for j, v in enumerate(t.state_in[0]):
-        em.objs[f"s{j}"] = Parameter(_to_ms(init_vals[j]), name=f"{prefix}.state.{j}", requires_grad=False)
+        em.objs[f"s{j}"] = Parameter(to_ms(init_vals[j]), name=f"{prefix}.state.{j}", requires_grad=False)
         lines.append(f"{em.name(v)} = self.s{j}")
     em.objs["step"] = Parameter(ms.Tensor(np.int32(step)), name=f"{prefix}.step", requires_grad=False)
     em.objs["one"] = ms.Tensor(np.int32(1))
@@ -134,7 +134,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
 
 def reducer_state(cell) -> list:
     """The reducer's current state (flattened NumPy) and step."""
-    return [_to_np(getattr(cell, f"s{j}").value()) for j in range(cell.n_state)], int(cell.step.asnumpy())
+    return [to_np(getattr(cell, f"s{j}").value()) for j in range(cell.n_state)], int(cell.step.asnumpy())
 
 
 def native_reducer(params, n: int):

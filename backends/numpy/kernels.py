@@ -405,7 +405,7 @@ def _f32_bits(typingctx, x):
 
 
 @intrinsic
-def _bits_f32(typingctx, x):
+def bits_f32(typingctx, x):
     """float32 with the bit pattern of the low 32 bits of an integer."""
     if not isinstance(x, types.Integer):
         return None
@@ -432,7 +432,7 @@ def f32_to_f16(x, out):
         a = b & np.uint32(0x7FFFFFFF)
         odd = (a >> np.uint32(13)) & np.uint32(1)
         normal = np.uint32(a + np.uint32(0xC8000FFF) + odd) >> np.uint32(13)  # rebias by -112, round
-        tiny = min(_bits_f32(a), np.float32(6.103515625e-05))  # clamp keeps the unused lane finite
+        tiny = min(bits_f32(a), np.float32(6.103515625e-05))  # clamp keeps the unused lane finite
         sub = np.uint32(np.rint(tiny * np.float32(16777216.0)))
         special = np.uint32(0x7E00) if a > np.uint32(0x7F800000) else np.uint32(0x7C00)
         h = sub if a < np.uint32(113 << 23) else normal
@@ -449,9 +449,9 @@ def f16_to_f32(h, out):
         b = np.uint32(h[i])
         sign = (b & np.uint32(0x8000)) << np.uint32(16)
         em = b & np.uint32(0x7FFF)
-        scaled = _f32_bits(_bits_f32(em << np.uint32(13)) * np.float32(5.192296858534828e+33))
+        scaled = _f32_bits(bits_f32(em << np.uint32(13)) * np.float32(5.192296858534828e+33))
         special = np.uint32(0x7F800000) | ((em & np.uint32(0x3FF)) << np.uint32(13))
-        out[i] = _bits_f32((special if em >= np.uint32(0x7C00) else scaled) | sign)
+        out[i] = bits_f32((special if em >= np.uint32(0x7C00) else scaled) | sign)
     return out
 
 
@@ -469,7 +469,7 @@ def f32_to_bf16(x, out):
 @numba.njit(cache=True, nogil=True)
 def bf16_to_f32(h, out):
     for i in range(h.size):
-        out[i] = _bits_f32(np.uint32(h[i]) << np.uint32(16))
+        out[i] = bits_f32(np.uint32(h[i]) << np.uint32(16))
     return out
 
 

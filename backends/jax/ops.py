@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from compressors.ops import Fused
-from backends._common import UNIFORM_ONE_BITS, _is_float, check_bits, int_bounds, next_pow2
+from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
 
 HOST_TOP_K_MIN = 1 << 15  # below this lax.top_k is as fast as a host callback
@@ -26,7 +26,7 @@ def _host_rows(select, x, k):
 
 def _host_top_k(x, k):
     """Indices of the k largest of each row (last axis), on the host (Numba)."""
-    from backends.numba_kernels import top_k_indices
+    from backends.numpy.kernels import top_k_indices
 
     return _host_rows(top_k_indices, x, k)
 
@@ -34,8 +34,8 @@ def _host_top_k(x, k):
 def _host_top_k_abs(x, k):
     """NumPy's top_k_abs (the Numba selection) of each row (last axis), on
     the host; several rows (a vmap over workers) in one parallel kernel call."""
-    from backends import numba_fused
-    from backends.numpy_ops import OPS
+    from backends.numpy import fused as numba_fused
+    from backends.numpy.ops import OPS
 
     x = np.asarray(x)
     rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
@@ -82,7 +82,7 @@ class JaxOps(Fused):
     @staticmethod
     def astype(x, dtype):
         dtype = np.dtype(dtype)
-        if _is_float(x.dtype) and np.issubdtype(dtype, np.integer):
+        if is_float(x.dtype) and np.issubdtype(dtype, np.integer):
             lo, hi = int_bounds(dtype)
             t = jnp.trunc(x)
             safe = jnp.where((t >= lo) & (t <= hi), t, 0)

@@ -1,8 +1,8 @@
 """MindSpore binding of the ops namespace (``backends.get("mindspore")``), on CPU by default.
 
 Every op is executed with the *same* generated MindSpore code the lowering
-compiles into graphs: a call traces one op (``backends.mindspore_trace``),
-emits it through the rule table (``backends.mindspore_rules``) and runs the
+compiles into graphs: a call traces one op (``backends.mindspore.trace``),
+emits it through the rule table (``backends.mindspore.rules``) and runs the
 result op by op (PyNative). So this binding and lowered graphs cannot drift
 apart, and both reproduce ``compressors/ops.py`` exactly (saturating casts
 with NaN -> 0, stable top-k, drop-mode scatter, threefry bits, halving-order
@@ -13,7 +13,7 @@ namespace's array protocol: NumPy dtypes, and operators that go through the
 same rules (so ``x - y`` on uint32 or ``x / broadcast`` match the reference).
 Plain ``mindspore.Tensor`` s and NumPy arrays are accepted as inputs.
 Eager execution is for tests and notebooks; training lowers the whole
-compressor into one graph (``backends.mindspore_lower``).
+compressor into one graph (``backends.mindspore.lower``).
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ class MSArray:
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
     def asnumpy(self) -> np.ndarray:
-        from backends.mindspore_lower import _to_np
-        return _to_np(self.tensor)
+        from backends.mindspore.lower import to_np
+        return to_np(self.tensor)
 
     def __array__(self, dtype=None, copy=None):
         a = self.asnumpy()
@@ -120,9 +120,9 @@ def _signature(x):
 
 
 def _run(op: str, args: tuple, kwargs: dict):
-    from backends.mindspore_lower import _to_ms, program_cell
-    from backends.mindspore_runtime import setup
-    from backends.mindspore_trace import BINARY, UNARY, Program, TracingOps
+    from backends.mindspore.lower import to_ms, program_cell
+    from backends.mindspore.runtime import setup
+    from backends.mindspore.trace import BINARY, UNARY, Program, TracingOps
 
     setup()
     key = (op, _signature(args), tuple(sorted((k, _signature(v)) for k, v in kwargs.items())))
@@ -163,7 +163,7 @@ def _run(op: str, args: tuple, kwargs: dict):
         entry = (program_cell(prog, outs, f"mindspore op {op}"), single)
         _CACHE[key] = entry
     cell, single = entry
-    res = cell.construct(*[t.tensor if isinstance(t, MSArray) else _to_ms(t) if isinstance(t, np.ndarray) else t
+    res = cell.construct(*[t.tensor if isinstance(t, MSArray) else to_ms(t) if isinstance(t, np.ndarray) else t
                            for t in tensors])
     res = [MSArray(r) for r in res]
     return res[0] if single else tuple(res)

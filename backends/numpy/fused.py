@@ -22,9 +22,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from backends import buffers
-from backends.numba_kernels import SAMPLE, _bits_f32, sampled_threshold
-from backends.threefry import _hash
+from backends.numpy import buffers
+from backends.numpy.kernels import SAMPLE, bits_f32, sampled_threshold
+from backends.numpy.threefry import threefry_hash
 
 _U = np.uint32
 WORDS = 1024  # output words per block of the packing kernels
@@ -189,7 +189,7 @@ def _uniform16(a, b, c, m0, m1, u):
     scale = np.float32(1.0 / 65536.0)
     base = _U(_U(m0) + b)
     for m in range(m1 - m0):
-        h = _hash(a, b, c, _U(_U(m) + base))
+        h = threefry_hash(a, b, c, _U(_U(m) + base))
         u[2 * m] = (np.float32(np.int32(h & _U(0xFFFF))) + np.float32(0.5)) * scale
         u[2 * m + 1] = (np.float32(np.int32(h >> _U(16))) + np.float32(0.5)) * scale
 
@@ -546,7 +546,7 @@ def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
     return out
 
 
-def _sample_size(n: int) -> int:
+def sample_size(n: int) -> int:
     return min(SAMPLE, max(1024, n // 64))  # reading the sample stays a small part of the pass
 
 
@@ -566,7 +566,7 @@ def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
         return None
     parts = numba.get_num_threads() if x.size >= PARALLEL_MIN else 1
     bits, mask, nbits = _magnitude_keys(x)
-    idx = _top_k_abs_sampled(bits, k, mask, nbits, _sample_size(x.size), parts)
+    idx = _top_k_abs_sampled(bits, k, mask, nbits, sample_size(x.size), parts)
     return idx if idx.size == k else None
 
 
@@ -595,7 +595,7 @@ def top_k_abs_rows(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | Non
     bits, mask, nbits = _magnitude_keys(x)
     out = np.empty((rows, k), np.int32)
     ok = np.empty(rows, np.bool_)
-    _top_k_abs_rows(bits, k, mask, nbits, _sample_size(n), out, ok)
+    _top_k_abs_rows(bits, k, mask, nbits, sample_size(n), out, ok)
     return out, ok
 
 

@@ -134,11 +134,11 @@ def _static_index(var, idx):
     return tuple(out)
 
 
-def _jax_fn(op, attrs):
+def jax_fn(op, attrs):
     """The reference (JAX) function whose eval_shape gives the output avals."""
     import jax.numpy as jnp
 
-    from backends.jax_ops import OPS as J
+    from backends.jax.ops import OPS as J
 
     if op in BINARY:
         return BINARY[op]
@@ -193,7 +193,7 @@ class Program:
                 raise LoweringError(f"{self.who}: a traced array from another program was used in {op}")
         arr_pos = [i for i, a in enumerate(args) if _has_var(a)]
         specs = [spec(args[i]) for i in arr_pos]
-        fn = _jax_fn(op, attrs)
+        fn = jax_fn(op, attrs)
 
         def call(*arrs):
             full = list(args)
@@ -300,14 +300,14 @@ class TracingOps(Fused):
         return self._b("nonzero", (mask,), capacity=int(capacity))
 
     def key(self, seed):
-        from backends.mindspore_runtime import np_key
+        from backends.mindspore.runtime import np_key
         if isinstance(seed, Var):
             raise LoweringError(f"{self._prog.who}: ops.key needs a static int seed")
         val = np_key(seed)
         return self._prog.bind("asarray", (), {"value": val}, const=val)
 
     def fold_in(self, key, data):
-        from backends.mindspore_runtime import np_fold_in
+        from backends.mindspore.runtime import np_fold_in
         origin = getattr(key, "origin", None)
         if isinstance(key, Var) and key.const is not None and not isinstance(data, Var):
             val = np_fold_in(key.const, data)

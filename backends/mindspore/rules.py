@@ -2,7 +2,7 @@
 
 ``RULES[op](em, eqn)`` writes Python lines (MindSpore functional ops and
 primitives) that compute ``eqn.outs`` from ``eqn.args``; ``em`` (an
-:class:`backends.mindspore_lower.Emitter`) names values, constants and
+:class:`backends.mindspore.lower.Emitter`) names values, constants and
 primitive instances. Every rule reproduces ``compressors/ops.py`` exactly
 and works around MindSpore 2.10's CPU traps:
 
@@ -31,7 +31,7 @@ def _is_int(dt) -> bool:
     return np.dtype(dt).name in INT_DTYPES
 
 
-def _is_float(dt) -> bool:
+def is_float(dt) -> bool:
     return np.dtype(dt).name in ("float16", "float32", "float64", "bfloat16")
 
 
@@ -66,7 +66,7 @@ def _operand_dtype(eqn):
     import jax
     import jax.numpy as jnp
 
-    from backends.mindspore_trace import Var
+    from backends.mindspore.trace import Var
 
     specs = [jax.ShapeDtypeStruct((), a.dtype) if isinstance(a, Var) else a for a in eqn.args]
     return np.dtype(jax.eval_shape(jnp.add, *specs).dtype)
@@ -80,7 +80,7 @@ def binary(op):
         if op == "pow":
             em.assign(out, _pow(em, eqn, a, b, dt))
             return
-        if op == "truediv" and _is_float(dt) and _size(eqn.args[1]) < out.size:
+        if op == "truediv" and is_float(dt) and _size(eqn.args[1]) < out.size:
             # XLA (the reference) divides by a broadcast divisor as a * (1 / b); do the same
             b = em.tmp(f"ops.div({em.scalar(1, dt)}, {b})")
             em.assign(out, f"ops.mul({a}, {b})")
@@ -158,7 +158,7 @@ def zeros(em, eqn):
 def full(em, eqn):
     import jax.numpy as jnp
     out = eqn.outs[0]
-    value = np.asarray(jnp.full((), eqn.attrs["value"], out.dtype)).astype(np.float64 if _is_float(out.dtype) else out.dtype)
+    value = np.asarray(jnp.full((), eqn.attrs["value"], out.dtype)).astype(np.float64 if is_float(out.dtype) else out.dtype)
     em.assign(out, em.filled(out.shape, value.item(), out.dtype))
 
 
@@ -225,7 +225,7 @@ def sign(em, eqn):
 def floor(em, eqn):
     out = eqn.outs[0]
     x = em.ref(eqn.args[0])
-    em.assign(out, f"ops.floor({x})" if _is_float(out.dtype) else x)
+    em.assign(out, f"ops.floor({x})" if is_float(out.dtype) else x)
 
 
 def _isnan(em, x, dt):
@@ -241,7 +241,7 @@ def extremum(kind):
             em.assign(out, _binop(em, kind, a, b, dt))
             return
         base = f"ops.{'maximum' if kind == 'max' else 'minimum'}({a}, {b})"
-        if _is_float(dt):
+        if is_float(dt):
             base = f"ops.where(ops.logical_or({_isnan(em, a, dt)}, {_isnan(em, b, dt)}), ops.add({a}, {b}), {base})"
         em.assign(out, base)
     return rule
@@ -264,11 +264,11 @@ def isfinite(em, eqn):
     src = em.ref(x)
     if x.dtype.name == "bfloat16":
         src = f"ops.cast({src}, ms.float32)"
-    em.assign(eqn.outs[0], f"ops.isfinite({src})" if _is_float(x.dtype) else f"ops.ones_like({src}).astype(ms.bool_)")
+    em.assign(eqn.outs[0], f"ops.isfinite({src})" if is_float(x.dtype) else f"ops.ones_like({src}).astype(ms.bool_)")
 
 
 def frexp(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     x = eqn.args[0]
     dt = x.dtype.name
     src = em.ref(x)
@@ -283,7 +283,7 @@ def frexp(em, eqn):
 
 
 def ldexp(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     m, e = eqn.args
     out = eqn.outs[0]
     dt = out.dtype.name
@@ -298,7 +298,7 @@ def astype(em, eqn):
     (x,), out = eqn.args, eqn.outs[0]
     src, dst = x.dtype, out.dtype
     a = em.ref(x)
-    if _is_float(src) and _is_int(dst):
+    if is_float(src) and _is_int(dst):
         work = "float64" if src.name == "float64" else "float32"
         if src.name != work:
             a = em.tmp(f"ops.cast({a}, ms.{work})")
@@ -316,7 +316,7 @@ def astype(em, eqn):
 
 
 def bitcast(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     (x,), out = eqn.args, eqn.outs[0]
     src, dst = x.dtype, out.dtype
     if src.itemsize != dst.itemsize:
@@ -372,7 +372,7 @@ def max_(em, eqn):
     a = em.ref(x)
     ax = "()" if axis is None else str(int(axis))
     base = f"{em.prim_expr('ops.ReduceMax()', 'rmax')}({a}, {ax})"
-    if _is_float(x.dtype):
+    if is_float(x.dtype):
         anynan = f"{em.prim_expr('ops.ReduceAny()', 'rany')}({_isnan(em, a, x.dtype)}, {ax})"
         base = f"ops.where({anynan}, {em.filled(out.shape, float('nan'), out.dtype)}, {base})"
     em.assign(out, base)
@@ -386,7 +386,7 @@ def matmul(em, eqn):
 # -- selection -----------------------------------------------------------------------------
 
 def top_k(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     (x,), (vals, idx), k = eqn.args, eqn.outs, eqn.attrs["k"]
     n = x.size
     dt = x.dtype.name
@@ -425,7 +425,7 @@ def gather(em, eqn):
 
 
 def scatter_add(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     (idx, vals), out, size = eqn.args, eqn.outs[0], eqn.attrs["size"]
     if vals.size == 0:
         em.assign(out, em.filled(out.shape, 0, out.dtype))
@@ -462,7 +462,7 @@ def nonzero(em, eqn):
 # -- randomness ------------------------------------------------------------------------------
 
 def fold_in(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     key, data = eqn.args
     em.assign(eqn.outs[0], f"{em.prim(rt.fold_in_prim(), 'foldin')}({em.ref(key)}, {em.ref(data)})")
 
@@ -474,7 +474,7 @@ def _fast_seeds(em, eqn):
 
 
 def random_bits(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
     if em.rng == "exact":
         em.assign(out, f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
@@ -488,7 +488,7 @@ def random_bits(em, eqn):
 
 
 def uniform(em, eqn):
-    from backends import mindspore_runtime as rt
+    from backends.mindspore import runtime as rt
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
     if em.rng == "exact":
         bits = em.tmp(f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
@@ -502,7 +502,7 @@ def uniform(em, eqn):
 # -- bit packing ------------------------------------------------------------------------------
 
 def pack_bits(em, eqn):
-    from backends._common import check_bits
+    from backends.common import check_bits
     (codes,), out, bits = eqn.args, eqn.outs[0], eqn.attrs["bits"]
     check_bits(bits)
     per, n = 32 // bits, codes.shape[0]
@@ -518,7 +518,7 @@ def pack_bits(em, eqn):
 
 
 def unpack_bits(em, eqn):
-    from backends._common import check_bits
+    from backends.common import check_bits
     (words,), out, bits, count = eqn.args, eqn.outs[0], eqn.attrs["bits"], eqn.attrs["count"]
     check_bits(bits)
     per, nw = 32 // bits, words.shape[0]

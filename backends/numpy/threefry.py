@@ -29,7 +29,7 @@ import math
 import numba
 import numpy as np
 
-from backends.numba_kernels import _bits_f32
+from backends.numpy.kernels import bits_f32
 
 _M32 = 0xFFFFFFFF
 _PARITY = 0x1BD11BDA
@@ -67,7 +67,7 @@ def key(seed: int) -> np.ndarray:
     return np.array([0, int(seed) & _M32], np.uint32)
 
 
-def _check_key(k) -> np.ndarray:
+def check_key(k) -> np.ndarray:
     k = np.asarray(k)
     if k.shape != (2,) or k.dtype != np.uint32:
         raise ValueError(f"expected a uint32[2] key, got {k.dtype}{list(k.shape)}")
@@ -76,7 +76,7 @@ def _check_key(k) -> np.ndarray:
 
 def fold_in(k, data) -> np.ndarray:
     """New key from a key and a uint32 datum, as ``jax.random.fold_in``."""
-    k = _check_key(k)
+    k = check_key(k)
     d = np.asarray(data)
     if d.shape != () or not (np.issubdtype(d.dtype, np.integer)):
         raise ValueError(f"fold_in: data must be an integer scalar, got {data!r}")
@@ -96,7 +96,7 @@ def _rotl(v, r):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _hash(a, b, c, ctr):
+def threefry_hash(a, b, c, ctr):
     """y0 ^ y1 of threefry((a, b), (0, counter)) given ctr = counter + b
     (the first key injection) and c = a ^ b ^ 0x1BD11BDA."""
     x0 = a
@@ -139,7 +139,7 @@ def _bits_kernel(k0, k1, start, out):
     c = _U(a ^ b ^ _U(0x1BD11BDA))
     base = _U(_U(start) + b)
     for i in range(out.size):
-        out[i] = _hash(a, b, c, _U(_U(i) + base))
+        out[i] = threefry_hash(a, b, c, _U(_U(i) + base))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -150,8 +150,8 @@ def _uniform_kernel(k0, k1, start, out):
     c = _U(a ^ b ^ _U(0x1BD11BDA))
     base = _U(_U(start) + b)
     for i in range(out.size):
-        h = _hash(a, b, c, _U(_U(i) + base))
-        out[i] = _bits_f32((h >> _U(9)) | _U(0x3F800000)) - np.float32(1.0)
+        h = threefry_hash(a, b, c, _U(_U(i) + base))
+        out[i] = bits_f32((h >> _U(9)) | _U(0x3F800000)) - np.float32(1.0)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -177,7 +177,7 @@ _PARALLEL_MIN = 1 << 18
 
 def _fill(k, shape, dtype, kernel, parallel, what: str) -> np.ndarray:
     """Run a counter-mode kernel over ``prod(shape)`` counters (threads above _PARALLEL_MIN)."""
-    k = _check_key(k)
+    k = check_key(k)
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
     if n > 1 << 32:
@@ -202,7 +202,7 @@ def uniform(k, shape) -> np.ndarray:
 
 def random_bits_reference(k, shape) -> np.ndarray:
     """The same bits from the NumPy block function (slow; for tests)."""
-    k = _check_key(k)
+    k = check_key(k)
     shape = tuple(int(s) for s in shape)
     i = np.arange(math.prod(shape), dtype=np.uint64)
     y0, y1 = threefry2x32(k[0], k[1], (i >> np.uint64(32)).astype(np.uint32),

@@ -12,12 +12,7 @@ def int_bounds(dtype) -> tuple[float, float]:
     return float(info.min), float(info.max)
 
 
-def is_float_to_int(src, dst) -> bool:
-    return np.issubdtype(np.dtype(src), np.floating) is False and False or (
-        _is_float(src) and np.issubdtype(np.dtype(dst), np.integer))
-
-
-def _is_float(dtype) -> bool:
+def is_float(dtype) -> bool:
     d = np.dtype(dtype)
     return np.issubdtype(d, np.floating) or d.name == "bfloat16"
 

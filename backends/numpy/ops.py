@@ -2,7 +2,7 @@
 
 Arrays in and out are plain ``numpy.ndarray`` (0-d results too; bf16 is
 ``ml_dtypes.bfloat16``). Every op gives the same dtype, shape and bits as the
-JAX binding (``backends/jax_ops.py``, eager), except ``matmul`` (BLAS
+JAX binding (``backends/jax/ops.py``, eager), except ``matmul`` (BLAS
 accumulation order) and two things XLA:CPU does differently from IEEE: it
 flushes subnormal float32/float64/bf16 results of arithmetic to zero (NumPy
 keeps them), and NaN payload bits are not part of the contract.
@@ -17,7 +17,7 @@ Dtype rule for :meth:`asarray` of Python scalars and lists (no ``dtype``):
 float -> float32, int -> int32, as JAX in its default 32-bit mode. NumPy
 arrays keep their dtype (including float64).
 
-Numba kernels (``backends.numba_kernels``, ``backends.threefry``) do the
+Numba kernels (``backends.numpy.kernels``, ``backends.numpy.threefry``) do the
 heavy or awkward work in one pass: top-k by sampled threshold, threefry
 random bits and uniforms, the halving-order sum of long vectors, float32 <->
 float16/bf16 casts (NumPy's half casts run a slow scalar loop), saturating
@@ -28,11 +28,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from backends import buffers
-from backends import numba_fused as F
-from backends import numba_kernels as K
-from backends import threefry
-from backends._common import _is_float, check_bits, next_pow2
+from backends.numpy import buffers
+from backends.numpy import fused as F
+from backends.numpy import kernels as K
+from backends.numpy import threefry
+from backends.common import is_float, check_bits, next_pow2
 from compressors.ops import Fused
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -111,7 +111,7 @@ class NumpyOps(Fused):
         if x.dtype in _KERNEL_FLOATS:
             return K.sign_into(np.ascontiguousarray(x).reshape(-1), np.empty(x.size, x.dtype)).reshape(x.shape)
         s = np.asarray(np.sign(x))
-        if _is_float(x.dtype):
+        if is_float(x.dtype):
             # sign(-0.0) is -0.0 in JAX (NumPy gives +0.0): keep zeros as they are
             np.copyto(s, x, where=(x == 0))
         return s
@@ -168,7 +168,7 @@ class NumpyOps(Fused):
         dtype = np.dtype(dtype)
         if x.dtype == dtype:
             return x
-        if _is_float(x.dtype) and np.issubdtype(dtype, np.integer):
+        if is_float(x.dtype) and np.issubdtype(dtype, np.integer):
             return _saturating_cast(x, dtype)
         if x.dtype == np.float32 and dtype in _NARROW:
             return _NARROW[dtype][0](np.ascontiguousarray(x).reshape(-1),
@@ -211,7 +211,7 @@ class NumpyOps(Fused):
             raise ValueError(f"top_k: expects a 1-D array, got shape {x.shape}")
         if not (isinstance(k, (int, np.integer)) and 0 < k <= x.size):
             raise ValueError(f"top_k: need 0 < k <= {x.size}, got {k!r}")
-        if _is_float(x.dtype):
+        if is_float(x.dtype):
             idx = K.top_k_indices(np.ascontiguousarray(x), int(k))
         elif np.issubdtype(x.dtype, np.integer):
             idx = K.top_k_indices_int(np.ascontiguousarray(x), int(k))
@@ -306,7 +306,7 @@ class NumpyOps(Fused):
             return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key)
         c = lambda v: np.ascontiguousarray(_arr(v), dtype=x.dtype)
         return F.quantize_pack(np.ascontiguousarray(x), c(offset), c(inv_scale), int(bucket), top, int(bits),
-                               threefry._check_key(key))
+                               threefry.check_key(key))
 
     def dequantize(self, words, bits, count, offset, scale, bucket):
         offset = _arr(offset)

@@ -1,0 +1,1 @@
+"""JAX binding of the ops namespace (the default backend): ``backends.jax.ops.OPS``."""
