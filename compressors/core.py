@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from compressors.buckets import DEFAULT_BUCKET_BYTES, assign_buckets, bucket_members
 from compressors.ops import Array, Key, Ops
 
 State = Any
@@ -139,8 +140,9 @@ class Compressor(NamedTuple):
         """A hashable that changes exactly when ``step(step)`` changes."""
         return self.phase(step) if self.phase is not None else 0
 
-    # -- the per-tree protocol -------------------------------------------------
+    # -- whole pytrees -----------------------------------------------------------
     def leaves(self, tree: Any) -> tuple[list, Any, list[Leaf]]:
+        """(flattened leaves, treedef, the Leaf protocol of each)."""
         flat, treedef = _flatten(tree)
         return flat, treedef, [self.for_leaf(tuple(x.shape), np.dtype(x.dtype)) for x in flat]
 
@@ -152,50 +154,73 @@ class Compressor(NamedTuple):
     def n_rounds(self, tree: Any) -> int:
         return max((len(p) for p in self.tree_plan(tree)), default=0)
 
+    def exchange_plan(self, tree: Any, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> "ExchangePlan":
+        """The whole exchange of a pytree (arrays or anything with shape and
+        dtype): per-leaf rounds, the DDP buckets, and one :class:`Collective`
+        per bucket, round and law — what every driver, the simulator and the
+        run records read their bytes from."""
+        flat, _ = _flatten(tree)
+        plans = tuple(self.for_leaf(tuple(int(d) for d in x.shape), np.dtype(x.dtype))
+                      .plan(tuple(int(d) for d in x.shape), np.dtype(x.dtype)) for x in flat)
+        dense = [math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in flat]
+        buckets = bucket_members(assign_buckets(dense, bucket_bytes)) if flat else ()
+        calls = []
+        for r in range(max((len(p) for p in plans), default=0)):
+            for b, members in enumerate(buckets):
+                for law in (Law.SUM, Law.GATHER):
+                    ids = tuple(i for i in members if r < len(plans[i]) and plans[i][r].law is law)
+                    if ids:
+                        calls.append(Collective(b, r, law, ids, sum(plans[i][r].bits for i in ids)))
+        return ExchangePlan(plans, buckets, tuple(calls))
+
+    def payload_bytes(self, tree: Any) -> int:
+        """Bytes one worker hands to the collectives per exchange (all leaves,
+        all rounds; a gathered payload counts once, as its sender's share)."""
+        return self.exchange_plan(tree).payload_bytes
+
     def init(self, ops: Ops, tree: Any) -> State:
-        """Fresh state for a pytree of gradients (a tuple, one entry a leaf)."""
-        flat, _, protos = self.leaves(tree)
-        return tuple(p.init(ops, x) for x, p in zip(flat, protos))
-
-    def encode(self, ops: Ops, tree: Any, state: State, keys: Keys,
-               received: Sequence[list], r: int) -> tuple[list, State]:
-        """Round r for every leaf: a list (flattened leaf order) of payloads,
-        None for leaves whose protocol has fewer rounds."""
-        flat, _, protos = self.leaves(tree)
-        payloads, new_state = [], []
-        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
-            if r < len(p.plan(tuple(x.shape), np.dtype(x.dtype))):
-                pay, s = p.encode(ops, x, s, fold_keys(ops, keys, i),
-                                  tuple(rec[i] for rec in received), r)
-            else:
-                pay = None
-            payloads.append(pay)
-            new_state.append(s)
-        return payloads, tuple(new_state)
-
-    def decode(self, ops: Ops, tree: Any, state: State, own: Sequence[list],
-               received: Sequence[list], n: int) -> tuple[Any, State]:
-        """Mean-gradient estimate (same pytree as the input) and new state."""
+        """Fresh state for a pytree of gradients: the same pytree structure with
+        each leaf's state (a NamedTuple, or ``()``) in that leaf's place."""
         flat, treedef, protos = self.leaves(tree)
-        outs, new_state = [], []
-        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
-            nr = len(p.plan(tuple(x.shape), np.dtype(x.dtype)))
-            y, s = p.decode(ops, x, s, tuple(o[i] for o in own[:nr]),
-                            tuple(rec[i] for rec in received[:nr]), n)
-            outs.append(y)
-            new_state.append(s)
-        return _unflatten(treedef, outs), tuple(new_state)
+        return _unflatten(treedef, [p.init(ops, x) for x, p in zip(flat, protos)])
 
-    def local(self, ops: Ops, tree: Any, state: State, own: Sequence[list],
-              received: Sequence[list]) -> Any:
-        """What this worker's own payloads decode to (same pytree)."""
-        flat, treedef, protos = self.leaves(tree)
-        outs = []
-        for i, (x, p, s) in enumerate(zip(flat, protos, state)):
-            nr = len(p.plan(tuple(x.shape), np.dtype(x.dtype)))
-            outs.append(p.local(ops, x, s, tuple(o[i] for o in own[:nr]),
-                                tuple(rec[i] for rec in received[:nr])))
-        return _unflatten(treedef, outs)
+
+class Collective(NamedTuple):
+    """One collective call of an exchange: round ``round`` of bucket ``bucket``
+    for the leaves ``leaves`` whose payloads follow ``law`` in that round;
+    ``bits`` is what one worker contributes."""
+
+    bucket: int
+    round: int
+    law: Law
+    leaves: tuple[int, ...]
+    bits: int
+
+
+class ExchangePlan(NamedTuple):
+    """Static description of a compressed exchange of a whole pytree."""
+
+    leaf_rounds: tuple[tuple[Round, ...], ...]   # per leaf (flattened order)
+    buckets: tuple[tuple[int, ...], ...]         # leaf indices, bucket 0 (first ready) first
+    collectives: tuple[Collective, ...]          # in the order every worker issues them
+
+    @property
+    def n_rounds(self) -> int:
+        return max((len(p) for p in self.leaf_rounds), default=0)
+
+    @property
+    def payload_bits(self) -> int:
+        return sum(c.bits for c in self.collectives)
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.payload_bits // 8
+
+    def bits_per_round(self) -> list[int]:
+        out = [0] * self.n_rounds
+        for c in self.collectives:
+            out[c.round] += c.bits
+        return out
 
 
 def _flatten(tree: Any):

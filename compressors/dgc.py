@@ -29,7 +29,10 @@ compressors the factory returns the step-0 compressor (with the schedule).
 
 Wire format (k for the ratio in force): values x.dtype[k] = v_S (0 in
 padding), indices int32[k] (padding: d) — the layout of topk. Gather.
-State (u, v) is flat, in the compute dtype (float32 for fp16/bf16).
+
+Per-tensor state: DGCState(momentum, residual) = (u, v), both flat (d,) in
+the compute dtype (float32 for fp16/bf16): momentum is the corrected
+momentum u, residual the locally accumulated, not yet sent v.
 
 Non-finite input: NaN/±inf entries of v are always candidates, ranked first,
 and a NaN/inf anywhere in v makes every sent value NaN (padding included),
@@ -38,15 +41,25 @@ so the decoded tensor is never silently finite.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from compressors import _quant as Q
 from compressors.core import Compressor, check, compute_dtype, fixed, upcast
+from compressors.ops import Array
 from compressors.registry import canonical, register
 from compressors.topk import keep_count, sparse_leaf
 
 WARMUP_RATIOS = (0.25, 0.0625, 0.015625, 0.004)
+
+
+class DGCState(NamedTuple):
+    """DGC per tensor, flat (d,) in the compute dtype: the momentum u and
+    the accumulated residual v (entries not sent yet)."""
+
+    momentum: Array
+    residual: Array
 
 
 def _sampled_threshold(ops, a, ratio, sample, key):
@@ -63,7 +76,7 @@ def _sampled_threshold(ops, a, ratio, sample, key):
 def _dgc_leaf(ratio: float, momentum: float, clip: float, sample: float):
     def init(ops, x):
         zeros = ops.zeros((x.size,), compute_dtype(x.dtype))
-        return (zeros, zeros)
+        return DGCState(zeros, zeros)
 
     def compress(ops, x, state, keys):
         u, v = state
@@ -83,7 +96,7 @@ def _dgc_leaf(ratio: float, momentum: float, clip: float, sample: float):
         idx = ops.gather(cand, pos)
         sent = ops.scatter_add(d, idx, ops.full((k,), 1.0, v.dtype)) > 0
         values = ops.astype(ops.gather(v, idx), x.dtype) + Q.poison(ops, v, x.dtype)
-        return (values, idx), (ops.where(sent, 0.0, u), ops.where(sent, 0.0, v))
+        return (values, idx), DGCState(ops.where(sent, 0.0, u), ops.where(sent, 0.0, v))
 
     return sparse_leaf(compress, ratio, init=init)
 

@@ -10,25 +10,55 @@ EF21: c_t = C(x_t - g_i);  g_i += c_t;  g += mean_workers(c_t);  use g
 
 C(p) is what this worker's own payloads decode to (``Leaf.local``); for
 PowerSGD that is P_hat Q_i^T after the P round, exactly as in the paper.
+
+Per-tensor state:
+
+    EFState(inner, residual)       inner: the inner compressor's state;
+                                   residual: e_t (x's shape and dtype). From
+                                   round 0's encode to decode it holds
+                                   p_t = x_t + e_t instead, so p is summed
+                                   once per exchange; decode stores e_{t+1}.
+    EF21State(inner, local, shared)  inner: the inner compressor's state;
+                                   local: g_i, this worker's estimate;
+                                   shared: g, the estimate every worker holds
+                                   (both x's shape and dtype).
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from compressors.combinator import wrapping
 from compressors.core import Compressor, Leaf, check
+from compressors.ops import Array
 from compressors.registry import canonical, register
 
 
+class EFState(NamedTuple):
+    """Error feedback per tensor: the inner state and the residual e
+    (p = x + e between round 0's encode and decode)."""
+
+    inner: Any
+    residual: Array
+
+
+class EF21State(NamedTuple):
+    """EF21 per tensor: the inner state, this worker's estimate g_i (local)
+    and the shared estimate g (shared)."""
+
+    inner: Any
+    local: Array
+    shared: Array
+
+
 def _ef_leaf(inner: Leaf, shape, dtype) -> Leaf:
-    # state (s, e) between exchanges; from round 0's encode to decode the
-    # second slot holds p = x + e, so p is summed once per exchange
     def init(ops, x):
-        return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
+        return EFState(inner.init(ops, x), ops.zeros(x.shape, x.dtype))
 
     def encode(ops, x, state, keys, received, r):
         s, e = state
         p = ops.add(x, e) if r == 0 else e
         pay, s = inner.encode(ops, p, s, keys, received, r)
-        return pay, (s, p)
+        return pay, EFState(s, p)
 
     def local(ops, x, state, own, received):
         s, p = state
@@ -41,7 +71,7 @@ def _ef_leaf(inner: Leaf, shape, dtype) -> Leaf:
         else:
             left = p - inner.local(ops, p, s, own, received)
         out, s = inner.decode(ops, p, s, own, received, n)
-        return out, (s, left)
+        return out, EFState(s, left)
 
     return Leaf(init, encode, local, decode, inner.plan)
 
@@ -49,12 +79,12 @@ def _ef_leaf(inner: Leaf, shape, dtype) -> Leaf:
 def _ef21_leaf(inner: Leaf, shape, dtype) -> Leaf:
     def init(ops, x):
         z = ops.zeros(x.shape, x.dtype)
-        return (inner.init(ops, x), z, z)
+        return EF21State(inner.init(ops, x), z, z)
 
     def encode(ops, x, state, keys, received, r):
         s, gi, g = state
         pay, s = inner.encode(ops, x - gi, s, keys, received, r)
-        return pay, (s, gi, g)
+        return pay, EF21State(s, gi, g)
 
     def local(ops, x, state, own, received):
         s, gi, g = state
@@ -66,7 +96,7 @@ def _ef21_leaf(inner: Leaf, shape, dtype) -> Leaf:
         c_local = inner.local(ops, d, s, own, received)
         c_mean, s = inner.decode(ops, d, s, own, received, n)
         g = g + c_mean
-        return g, (s, gi + c_local, g)
+        return g, EF21State(s, gi + c_local, g)
 
     return Leaf(init, encode, local, decode, inner.plan)
 

@@ -4,12 +4,25 @@
     send C(m_t)
 
 The momentum buffer is per worker and advances once per step (in decode).
+
+Per-tensor state: MomentumState(inner, momentum): the inner compressor's
+state and m_{t-1} (x's shape and dtype).
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from compressors.combinator import wrapping
 from compressors.core import Compressor, Leaf, check, upcast
+from compressors.ops import Array
 from compressors.registry import canonical, register
+
+
+class MomentumState(NamedTuple):
+    """Worker momentum per tensor: the inner state and the buffer m."""
+
+    inner: Any
+    momentum: Array
 
 
 def _momentum_leaf(beta: float, dampening: bool):
@@ -17,7 +30,7 @@ def _momentum_leaf(beta: float, dampening: bool):
 
     def wrap(inner: Leaf, shape, dtype) -> Leaf:
         def init(ops, x):
-            return (inner.init(ops, x), ops.zeros(x.shape, x.dtype))
+            return MomentumState(inner.init(ops, x), ops.zeros(x.shape, x.dtype))
 
         def advanced(ops, x, m):
             # in the compute dtype: NumPy's bf16 * Python float would give float32
@@ -26,7 +39,7 @@ def _momentum_leaf(beta: float, dampening: bool):
         def encode(ops, x, state, keys, received, r):
             s, m = state
             pay, s = inner.encode(ops, advanced(ops, x, m), s, keys, received, r)
-            return pay, (s, m)
+            return pay, MomentumState(s, m)
 
         def local(ops, x, state, own, received):
             s, m = state
@@ -36,7 +49,7 @@ def _momentum_leaf(beta: float, dampening: bool):
             s, m = state
             m = advanced(ops, x, m)
             out, s = inner.decode(ops, m, s, own, received, n)
-            return out, (s, m)
+            return out, MomentumState(s, m)
 
         return Leaf(init, encode, local, decode, inner.plan)
 

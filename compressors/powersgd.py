@@ -13,19 +13,32 @@ This worker's own contribution is P_hat Q_i^T, which error feedback subtracts
 Algorithm 2). Tensors with ndim < 2, or for which the compression rate
 n*m / ((n+m)*r) is below ``min_compression``, are sent dense (one round).
 The initial Q is uniform in [-1, 1) from a fixed key, identical on every worker.
+
+Per-tensor state: PowerSGDState(q), the shared Q (m x r, compute dtype) the
+next step's round 0 multiplies by (Q / n of this step with warm_start, else
+a fresh one); dense tensors are stateless (). ``powersgd(ef=True)`` wraps
+it: EFState(inner=PowerSGDState(q), residual).
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from compressors.core import Compressor, Leaf, Law, Round, check, compute_dtype, dtype_bits, upcast
 from compressors.ef import ef as error_feedback
 from compressors.identity import IDENTITY_LEAF
+from compressors.ops import Array
 from compressors.registry import canonical, register
 
 Q_SEED = 0x5EED
+
+
+class PowerSGDState(NamedTuple):
+    """PowerSGD per tensor: the warm-start Q (m x r, compute dtype)."""
+
+    q: Array
 
 
 def matrix_shape(shape) -> tuple[int, int]:
@@ -58,29 +71,29 @@ def _powersgd_leaf(rank: int, warm_start: bool, eps: float, shape, dtype) -> Lea
         return ops.reshape(upcast(ops, x), (n, m))
 
     def init(ops, x):
-        return fresh_q(ops)
+        return PowerSGDState(fresh_q(ops))
 
-    def encode(ops, x, q, keys, received, rnd):
+    def encode(ops, x, state, keys, received, rnd):
         mat = as_matrix(ops, x)
         if rnd == 0:
-            return ops.matmul(mat, q), q
+            return ops.matmul(mat, state.q), state
         p_hat = orthogonalize(ops, received[0], eps)
-        return ops.matmul(ops.transpose(mat), p_hat), q
+        return ops.matmul(ops.transpose(mat), p_hat), state
 
-    def local(ops, x, q, own, received):
+    def local(ops, x, state, own, received):
         p_hat = orthogonalize(ops, received[0], eps)
         return ops.astype(ops.reshape(ops.matmul_nt(p_hat, own[1]), x.shape), x.dtype)
 
-    def residual(ops, x, q, own, received):
+    def residual(ops, x, state, own, received):
         # x - P_hat Q_i^T in one pass (in the compute dtype: x's own when it is float32/64)
         p_hat = orthogonalize(ops, received[0], eps)
         return ops.reshape(ops.sub_matmul_nt(as_matrix(ops, x), p_hat, own[1]), x.shape)
 
-    def decode(ops, x, q, own, received, count):
+    def decode(ops, x, state, own, received, count):
         p_hat = orthogonalize(ops, received[0], eps)
         q_mean = received[1] / float(count)
         out = ops.astype(ops.reshape(ops.matmul_nt(p_hat, q_mean), x.shape), x.dtype)
-        return out, (q_mean if warm_start else fresh_q(ops))
+        return out, PowerSGDState(q_mean if warm_start else fresh_q(ops))
 
     def plan(shape, dtype):
         bits = dtype_bits(cd)

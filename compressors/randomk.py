@@ -12,8 +12,10 @@ only departure from exactly uniform. Because S is shared, payloads are
 summable: an all-reduce adds the x_S of all workers (Law.SUM).
 
 Wire format: values x.dtype[k] = x_S, unscaled (d/k is applied when
-decoding, so an fp16 payload does not overflow on the wire). The state
-keeps this step's S (int32[k]) for decoding; it is rewritten every step.
+decoding, so an fp16 payload does not overflow on the wire).
+
+Per-tensor state: RandomKState(indices), this step's S (int32[k]) kept from
+encode for decoding; it is rewritten every step.
 
 Non-finite input: a NaN or ±inf anywhere in x (selected or not) makes every
 sent value NaN (max|x| · 0 is added to the values), so the decoded tensor is
@@ -22,18 +24,26 @@ NaN on S and never silently finite.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from compressors import _quant as Q
 from compressors.core import Compressor, Law, Leaf, Round, check, dtype_bits, fixed, upcast
+from compressors.ops import Array
 from compressors.registry import canonical, register
 from compressors.topk import densify, keep_count
 
 
+class RandomKState(NamedTuple):
+    """Random-k per tensor: this step's shared indices S (int32[k])."""
+
+    indices: Array
+
+
 def _randomk_leaf(ratio: float, scale: bool) -> Leaf:
     def init(ops, x):
-        return ops.zeros((keep_count(ratio, x.size),), np.int32)
+        return RandomKState(ops.zeros((keep_count(ratio, x.size),), np.int32))
 
     def encode(ops, x, state, keys, received, r):
         flat = ops.reshape(x, (-1,))
@@ -42,17 +52,17 @@ def _randomk_leaf(ratio: float, scale: bool) -> Leaf:
             return flat, state
         draws = ops.bitcast(ops.random_bits(keys.shared, flat.shape) >> 1, np.int32)
         _, idx = ops.top_k(draws, k)
-        return ops.gather(flat, idx) + Q.poison(ops, flat, x.dtype), idx
+        return ops.gather(flat, idx) + Q.poison(ops, flat, x.dtype), RandomKState(idx)
 
     def expand(ops, values, idx, x, divisor):
         factor = (x.size / max(idx.size, 1) if scale else 1.0) / divisor
         return densify(ops, (ops.astype(upcast(ops, values) * factor, x.dtype), idx), x)
 
     def local(ops, x, state, own, received):
-        return expand(ops, own[0], state, x, 1)
+        return expand(ops, own[0], state.indices, x, 1)
 
     def decode(ops, x, state, own, received, n):
-        return expand(ops, received[0], state, x, n), state
+        return expand(ops, received[0], state.indices, x, n), state
 
     def plan(shape, dtype):
         return (Round(Law.SUM, keep_count(ratio, math.prod(shape)) * dtype_bits(dtype)),)

@@ -14,7 +14,9 @@ Scaled sign (Karimireddy et al. 2019, the compressor of EF-signSGD):
     two float32 scales per tensor; meant for ``ef(onebit())``.
 
 Signum (Bernstein et al. 2018) is signSGD on the worker's momentum
-m = beta*m + (1-beta)*g; it is ``momentum(signsgd(), beta, dampening=True)``.
+m = beta*m + (1-beta)*g; it is ``momentum(signsgd(), beta, dampening=True)``,
+so its per-tensor state is ``MomentumState(inner=(), momentum=m)``. The other
+sign compressors are stateless (``()``).
 
 Zero entries count as positive. NaN/inf input: signsgd's vote weight is NaN
 (see ``_sign``) so the decoded tensor is NaN; the scaled variants carry the

@@ -14,8 +14,8 @@ plus nb*k local indices packed 32 // b per uint32 word (plain top-k sends a
 32-bit global index per value). Gather law: each worker picks its own entries.
 A NaN or +-inf anywhere in x makes every sent value NaN (never silently finite).
 
-This file is notebook 1's compressor, verbatim (``notebooks/_build.py``
-embeds it there); notebooks 2 and 3 import it.
+This file is notebook 1's compressor (``notebooks/01_prototype_a_compressor.py``
+imports it and shows its source); notebooks 2 and 3 import it too.
 """
 import math
 

@@ -4,7 +4,7 @@ as on JAX (the reference binding).
 For each spec in ``tests/specs.py:EXAMPLE_SPECS``, each backend in
 ``OPS_BACKENDS`` other than JAX and each dtype (float32, float16, bf16,
 float64 with ``jax_enable_x64``), two workers run several steps of the full
-protocol (``compressors.exchange`` semantics, recorded round by round) on a
+protocol (the runner ``compressors.protocol.run``, recorded round by round) on a
 pytree with a matrix, a 3-D tensor, a vector and a scalar, with the same
 gradients and the same seeds (keys come from each backend's own ``ops.key``/
 ``fold_in``, which must agree). Compared after every step:
@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import compressors as C
-from compressors.exchange import combine
+from compressors import protocol
 from tests.backends.ops_backends import (OPS_BACKENDS, assert_same_bits, get_ops, is_float, maybe_x64,
                                          to_numpy)
 from tests.specs import EXAMPLE_SPECS
@@ -67,23 +67,11 @@ def run_recorded(ops, spec: str, dtype, seed: int = 7) -> list[dict]:
         active = comp.step(step)
         grads = [put(gradients(step, w, dtype)) for w in range(WORKERS)]
         keys = [C.make_keys(ops, seed, step, w) for w in range(WORKERS)]
-        plans = active.tree_plan(grads[0])
-        received, own, sent_log = [], [[] for _ in range(WORKERS)], []
-        for r in range(active.n_rounds(grads[0])):
-            sent = []
-            for w in range(WORKERS):
-                pay, states[w] = active.encode(ops, grads[w], states[w], keys[w], received, r)
-                sent.append(pay)
-                own[w].append(pay)
-            received.append([combine(ops, plan[r].law, [s[i] for s in sent]) if r < len(plan) else None
-                             for i, plan in enumerate(plans)])
-            sent_log.append(sent)
-        means = []
-        for w in range(WORKERS):
-            out, states[w] = active.decode(ops, grads[w], states[w], own[w], received, WORKERS)
-            means.append(out)
-        log.append({"keys": keys, "sent": sent_log, "received": received, "mean": means,
-                    "state": list(states)})
+        res = protocol.run(ops, active, grads, states, keys, record=True)
+        states = list(res.states)
+        means = [res.mean]
+        log.append({"keys": keys, "sent": [r.sent for r in res.log], "received": [r.received for r in res.log],
+                    "mean": means, "state": list(states)})
     return log
 
 
@@ -126,8 +114,8 @@ def test_backend_matches_jax(spec, dtype, backend):
             for worker, (gp, wp) in enumerate(zip(gs, ws)):
                 compare(gp, wp, f"step {step} round {r} worker {worker} payload", tolerance)
         compare(g["received"], w["received"], f"step {step} received", tolerance)
+        compare(g["mean"][0], w["mean"][0], f"step {step} mean", tolerance)
         for worker in range(WORKERS):
-            compare(g["mean"][worker], w["mean"][worker], f"step {step} worker {worker} mean", tolerance)
             compare(g["state"][worker], w["state"][worker], f"step {step} worker {worker} state", tolerance)
 
 

@@ -1,58 +1,111 @@
-"""The notebooks run top to bottom and stay what ``notebooks/_build.py`` generates.
+"""The notebooks are jupytext percent-format ``.py`` files, and they run top to bottom.
 
-Each notebook executes in a fresh kernel (nbclient) with its working
-directory in ``notebooks/`` and ``KFSIM_NB_OUT`` pointing at a temp folder;
-any cell error fails the test, the whole notebook must finish within its
-time budget, and the figures it promises must exist as PNG files. The
-notebooks assert their own claims (contracts, speedups) in their cells.
+``notebooks/[0-9][0-9]_*.py`` are the notebooks and their only source (other
+``.py`` files there, such as ``blockwise_topk.py``, are helper modules they
+import). Each one is converted in memory with jupytext and executed in a fresh
+kernel (nbclient) running this interpreter, with its working directory in
+``notebooks/`` and ``KFSIM_NB_OUT`` pointing at a temp folder; a failing cell
+fails the test with its source and error, every cell has a timeout and the
+whole notebook a time budget, and the figures it promises must exist as PNG
+files. The notebooks assert their own claims (contracts, speedups) in their
+cells. Open one in Jupyter with ``jupytext --to notebook NAME.py``; a generated
+``.ipynb`` must not be committed beside its ``.py`` (it would drift).
 """
 from __future__ import annotations
 
-import importlib.util
+import ast
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import nbclient  # pip install kfsim[test]: nbformat, nbclient, ipykernel
-import nbformat
+import jupytext  # pip install kfsim[test]: jupytext, nbformat, nbclient, ipykernel
+import nbclient
 import pytest
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 NB_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
+KERNEL_NAME = "kfsim-notebooks"  # registered per session, pointing at sys.executable
+CELL_TIMEOUT_S = 300
 
 # notebook -> (output sub-folder, PNG files it must write, time budget in seconds on 2 cores)
 EXPECTED = {
-    "01_prototype_a_compressor.ipynb": ("01_prototype", ["ratio_vs_error.png", "error_feedback.png"], 300),
-    "02_simulate_cluster_scaling.ipynb": ("02_simulate", ["breakdown.png", "scaling_workers.png",
-                                                          "scaling_bandwidth.png", "advise.png",
-                                                          "time_to_accuracy.png"], 300),
-    "03_deploy_to_mindspore.ipynb": ("03_deploy", ["mindspore_vs_simulation.png"], 480),
+    "01_prototype_a_compressor.py": ("01_prototype", ["ratio_vs_error.png", "error_feedback.png"], 300),
+    "02_simulate_cluster_scaling.py": ("02_simulate", ["breakdown.png", "scaling_workers.png",
+                                                       "scaling_bandwidth.png", "advise.png",
+                                                       "time_to_accuracy.png"], 300),
+    "03_deploy_to_mindspore.py": ("03_deploy", ["mindspore_vs_simulation.png"], 480),
 }
-# Notebooks not executed yet, with the reason (kept generated and up to date meanwhile).
-MARKS = {"03_deploy_to_mindspore.ipynb": [pytest.mark.msrun]}
+MARKS = {"03_deploy_to_mindspore.py": [pytest.mark.msrun]}
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location("_kfsim_nb_build", NB_DIR / "_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def notebook_files() -> list[Path]:
+    return sorted(NB_DIR.glob(NOTEBOOK_GLOB))
+
+
+def read_notebook(path: Path):
+    return jupytext.reads(path.read_text(encoding="utf-8"), fmt="py:percent")
+
+
+def cell_lines(path: Path) -> list[int]:
+    """1-based line of each cell's ``# %%`` marker, in cell order."""
+    return [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if line.startswith("# %%")]
 
 
 def test_every_notebook_is_tested():
-    assert sorted(p.name for p in NB_DIR.glob("*.ipynb")) == sorted(_builder().NOTEBOOKS) == sorted(EXPECTED)
+    assert [p.name for p in notebook_files()] == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_is_up_to_date(name):
-    """The committed notebook equals what _build.py generates (run it to refresh)."""
-    built = _builder().build(name)
-    on_disk = nbformat.read(NB_DIR / name, as_version=4)
-    got = [(c.cell_type, c.source) for c in on_disk.cells]
-    want = [(c.cell_type, c.source) for c in built.cells]
-    assert got == want, f"{name} is stale: run `python notebooks/_build.py`"
-    assert all(not c.get("outputs") for c in on_disk.cells if c.cell_type == "code"), \
-        f"{name} is committed with outputs: run `python notebooks/_build.py`"
+def test_notebook_is_percent_format(name):
+    """Header, every cell behind its own ``# %%`` marker, prose and code, code that parses."""
+    path = NB_DIR / name
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# ---\n# jupyter:\n"), f"{name}: no jupytext header"
+    nb = read_notebook(path)
+    rep = nb.metadata.get("jupytext", {}).get("text_representation", {})
+    assert rep.get("format_name") == "percent" and rep.get("extension") == ".py", f"{name}: header {rep}"
+    assert nb.metadata.get("kernelspec", {}).get("language") == "python", f"{name}: no Python kernelspec"
+    kinds = [c.cell_type for c in nb.cells]
+    assert "markdown" in kinds and "code" in kinds, f"{name}: cells {kinds}"
+    assert len(cell_lines(path)) == len(nb.cells), f"{name}: text outside a `# %%` cell"
+    for cell, line in zip(nb.cells, cell_lines(path)):
+        assert cell.source.strip(), f"{name}:{line}: empty cell"
+        if cell.cell_type == "code":
+            try:
+                ast.parse(cell.source)
+            except SyntaxError as e:
+                pytest.fail(f"{name}:{line}: cell does not parse: {e}")
+
+
+def _committed_ipynb() -> list[str]:
+    """``.ipynb`` files in notebooks/ that git tracks (all of them outside a git checkout)."""
+    on_disk = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
+    try:
+        proc = subprocess.run(["git", "ls-files", "--", "*.ipynb"], cwd=NB_DIR, capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return on_disk
+    if proc.returncode != 0:
+        return on_disk
+    tracked = {Path(line).name for line in proc.stdout.splitlines() if "/" not in line}
+    return [n for n in on_disk if n in tracked]
+
+
+def test_no_generated_ipynb_is_committed():
+    """The ``.py`` is the source; a committed ``.ipynb`` copy would drift from it."""
+    stale = _committed_ipynb()
+    assert not stale, (f"notebooks/{stale} committed beside the percent-format sources: delete "
+                       "(git rm) them; `jupytext --to notebook` makes a local copy when needed")
+
+
+def test_blockwise_topk_is_a_module_not_a_notebook():
+    assert (NB_DIR / "blockwise_topk.py").is_file()
+    assert not (NB_DIR / "blockwise_topk.py").match(NOTEBOOK_GLOB)
+    assert not (NB_DIR / "blockwise_topk.py").read_text(encoding="utf-8").startswith("# ---")
 
 
 BLOCKWISE_CHECK = r'''
@@ -85,12 +138,13 @@ for ratio, block in ((0.01, 256), (0.1, 16), (0.5, 4), (1.0, 8)):
         t = {k: ops.asarray(v) for k, v in tree.items()}
         if name == "jax":  # bits: on the NumPy binding below (eager JAX is slow)
             continue
-        pays, _ = c.encode(ops, t, c.init(ops, t), make_keys(ops, 0, 0), [], 0)
         rt = lambda t: compressors.roundtrip(ops, c, t, c.init(ops, t), make_keys(ops, 0, 0))[0]
         out = jax.jit(rt)(t) if name == "jax" else rt(t)
         for k, x in tree.items():
             assert np.array_equal(np.asarray(out[k]), reference(x, ratio, block)), (ratio, block, name, k)
-        for (k, x), p, plan in zip(sorted(tree.items()), pays, c.tree_plan(t)):
+        for (k, x), plan in zip(sorted(tree.items()), c.tree_plan(t)):
+            leaf = c.for_leaf(x.shape, x.dtype)  # the Leaf protocol: what one tensor sends
+            p, _ = leaf.encode(ops, t[k], leaf.init(ops, t[k]), make_keys(ops, 0, 0), (), 0)
             sent = sum(np.asarray(a).nbytes * 8 for a in p)
             assert sent == plan[0].bits, (k, sent, plan)
             nb, kk, _ = block_plan(ratio, block, x.size)
@@ -130,29 +184,67 @@ def test_blockwise_topk_module():
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-3000:] + proc.stderr[-5000:]
 
 
+@pytest.fixture(scope="session")
+def kernel_dir(tmp_path_factory) -> Path:
+    """A Jupyter data dir holding a kernelspec that runs this interpreter (venv or CI alike)."""
+    from ipykernel.kernelspec import write_kernel_spec
+
+    data = tmp_path_factory.mktemp("jupyter")
+    write_kernel_spec(data / "kernels" / KERNEL_NAME,
+                      overrides={"display_name": f"kfsim notebooks ({sys.executable})",
+                                 "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]})
+    return data
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _cell_failure(name: str, path: Path, index: int, cell, error: str) -> str:
+    lines = cell_lines(path)
+    where = f"{name}:{lines[index]}" if index < len(lines) else name
+    return f"{where}: cell {index} failed\n{'-' * 70}\n{cell.source}\n{'-' * 70}\n{error}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(EXPECTED)])
-def test_notebook_runs(name, tmp_path, monkeypatch):
+def test_notebook_runs(name, tmp_path, monkeypatch, kernel_dir):
     sub, figures, budget = EXPECTED[name]
+    path = NB_DIR / name
     monkeypatch.setenv("KFSIM_NB_OUT", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(NB_DIR / name, as_version=4)
+    monkeypatch.setenv("JUPYTER_PATH", str(kernel_dir))  # where KERNEL_NAME is found
+    nb = read_notebook(path)
     deadline = time.monotonic() + budget
+    current = {"index": 0}
 
-    def remaining(cell) -> int:
-        """Per-notebook budget: each cell may use what the earlier cells left."""
-        return max(1, int(deadline - time.monotonic()))
+    def timeout(cell) -> int:
+        """Per cell: CELL_TIMEOUT_S, or less if the notebook's budget is nearly spent."""
+        return max(1, min(CELL_TIMEOUT_S, int(deadline - time.monotonic())))
 
-    client = nbclient.NotebookClient(nb, timeout_func=remaining, kernel_name="python3",
+    def on_cell_start(cell, cell_index, **_):
+        current["index"] = cell_index
+
+    client = nbclient.NotebookClient(nb, timeout_func=timeout, kernel_name=KERNEL_NAME,
+                                     on_cell_start=on_cell_start,
                                      resources={"metadata": {"path": str(NB_DIR)}})
     t0 = time.monotonic()
+    failure = None
     try:
         client.execute()
-    except nbclient.exceptions.CellTimeoutError:
-        pytest.fail(f"{name} did not finish within {budget} s")
-    elapsed = time.monotonic() - t0
-    print(f"{name}: {elapsed:.0f} s")
+    except CellExecutionError as e:
+        i = current["index"]
+        errors = [o for o in nb.cells[i].get("outputs", []) if o.output_type == "error"]
+        error = "\n".join("\n".join(o.get("traceback", [])) or f"{o.get('ename')}: {o.get('evalue')}"
+                          for o in errors) or str(e)
+        failure = _cell_failure(name, path, i, nb.cells[i], ANSI.sub("", error))
+    except CellTimeoutError:
+        i = current["index"]
+        failure = _cell_failure(name, path, i, nb.cells[i],
+                                f"timed out (cell limit {CELL_TIMEOUT_S} s, notebook budget {budget} s)")
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    print(f"{name}: {time.monotonic() - t0:.0f} s")
     for fig in figures:
-        path = tmp_path / sub / fig
-        assert path.is_file() and path.stat().st_size > 1000, f"{name} did not write {path}"
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+        out = tmp_path / sub / fig
+        assert out.is_file() and out.stat().st_size > 1000, f"{name} did not write {out}"
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{out} is not a PNG"

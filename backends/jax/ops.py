@@ -26,7 +26,7 @@ def _host_rows(select, x, k):
 
 def _host_top_k(x, k):
     """Indices of the k largest of each row (last axis), on the host (Numba)."""
-    from backends.numpy.kernels import top_k_indices
+    from backends.numpy.topk import top_k_indices
 
     return _host_rows(top_k_indices, x, k)
 
@@ -34,12 +34,12 @@ def _host_top_k(x, k):
 def _host_top_k_abs(x, k):
     """NumPy's top_k_abs (the Numba selection) of each row (last axis), on
     the host; several rows (a vmap over workers) in one parallel kernel call."""
-    from backends.numpy import fused as numba_fused
+    from backends.numpy.fused_topk import top_k_abs_rows
     from backends.numpy.ops import OPS
 
     x = np.asarray(x)
     rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
-    got = numba_fused.top_k_abs_rows(rows, k) if len(rows) > 1 and x.dtype in (np.float32, np.float64) else None
+    got = top_k_abs_rows(rows, k) if len(rows) > 1 and x.dtype in (np.float32, np.float64) else None
     if got is None:
         return _host_rows(OPS.top_k_abs, x, k)
     out, ok = got

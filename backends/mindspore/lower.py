@@ -15,10 +15,13 @@ Three steps, jax2tf style:
    (graph mode reads source files), so ``cell(...)`` compiles under
    GRAPH_MODE; state lives in ``Parameter`` s updated with ``ops.assign``.
 
-Communication: ``comm="collective"`` emits ``AllReduce`` (SUM rounds) and
-``AllGather`` (GATHER rounds) for one worker per process (``rank``, ``n``);
-``comm="loopback"`` traces all n workers into one graph and combines
-exactly as ``compressors.exchange`` does (used by the conformance tests).
+Communication: the exchange is the runner (``compressors.protocol.run``).
+``comm="collective"`` traces one worker per process (``rank`` of ``n``) with
+a traced communicator that fuses each bucket's payloads per round and law
+into one flat buffer per dtype and emits one ``AllReduce`` (SUM) or
+``AllGather`` (GATHER) per buffer; ``comm="loopback"`` traces all n workers
+into one graph with the runner's in-process loopback (used by the
+conformance tests).
 
 RNG: ``rng="exact"`` reproduces JAX's threefry bits (host kernel inside the
 graph); ``rng="fast"`` uses MindSpore's ``UniformInt``/``UniformReal`` seeded
@@ -43,8 +46,9 @@ import numpy as np
 
 from backends.mindspore.rules import RULES
 from backends.mindspore.trace import LoweringError, Program, TracingOps, Var
-from compressors.exchange import combine
-from compressors.core import Compressor, Keys, Law
+from compressors import protocol
+from compressors.buckets import DEFAULT_BUCKET_BYTES
+from compressors.core import Compressor, Keys
 
 MS_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
              "uint16", "uint32", "uint64", "bool"}
@@ -265,10 +269,10 @@ class Traced(NamedTuple):
     grads: list            # per local worker: list of input Vars (flattened leaves)
     state_in: list         # per local worker: list of input Vars (flattened state)
     step: Var
-    means: list            # per local worker: output Vars (flattened leaves)
+    means: list            # [output Vars of the mean (flattened leaves), as worker 0 decodes it]
     state_out: list        # per local worker: output Vars
     state_tree: Any
-    plans: list            # per leaf: tuple[Round]
+    plan: Any              # the compressor's ExchangePlan (buckets, collectives, bits)
 
 
 def _flat(tree):
@@ -289,9 +293,47 @@ def trace_init(comp: Compressor, avals, who: str):
     return prog, list(leaves), tree
 
 
+class TracedWorkers(protocol.Loop):
+    """The runner's LOOP workers, each with its own counter of random call
+    sites (fast RNG seeds a draw by rank and site, so worker w's k-th draw is
+    the same whether it is traced alone or beside the others)."""
+
+    def __init__(self, prog: Program, count: int):
+        self.prog, self.sites = prog, [0] * count
+
+    def call(self, w, fn, *args):
+        self.prog.rng_sites = self.sites[w]
+        try:
+            return fn(*args)
+        finally:
+            self.sites[w] = self.prog.rng_sites
+
+
+class TracedCollective:
+    """The communicator of a traced worker: per bucket, round and law the
+    payloads are fused into one flat buffer per dtype (``protocol.fuse``) and
+    each buffer becomes one ``comm_sum`` (AllReduce) or ``comm_gather``
+    (AllGather) equation; empty buffers are not sent."""
+
+    def __init__(self, prog: Program, n: int):
+        self.prog, self.n = prog, n
+
+    def _collect(self, ops, arrays, op: str, lead: tuple):
+        bufs, segs = protocol.fuse(ops, [a[0] for a in arrays])
+        got = [self.prog.bind(op, (b,), {"n": self.n}) if b.size else ops.zeros(lead + (0,), b.dtype)
+               for b in bufs]
+        return protocol.split(ops, got, segs, lead)
+
+    def sum(self, ops, arrays):
+        return self._collect(ops, arrays, "comm_sum", ())
+
+    def gather(self, ops, arrays):
+        return self._collect(ops, arrays, "comm_gather", (self.n,))
+
+
 def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], seed: int, comm: str,
-                   who: str) -> Traced:
-    """Trace one step of the protocol for the local workers ``ranks``."""
+                   who: str, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Traced:
+    """Trace one step of the protocol (the runner) for the local workers ``ranks``."""
     if comm not in ("collective", "loopback"):
         raise ValueError(f"comm must be 'collective' or 'loopback', got {comm!r}")
     _, init_leaves, tree = trace_init(comp, avals, who)
@@ -308,49 +350,21 @@ def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], see
         w = ops.fold_in(shared, r + 1)
         w.origin = ("worker", r)
         keys.append(Keys(w, shared))
-    plans = comp.tree_plan(grads[0])
-    nr = comp.n_rounds(grads[0])
-    received, own = [], [[] for _ in ranks]
-    sites = [0 for _ in ranks]
-    for r in range(nr):
-        sent = []
-        for w in range(len(ranks)):
-            prog.rng_sites = sites[w]
-            pay, states[w] = comp.encode(ops, grads[w], states[w], keys[w], received, r)
-            sites[w] = prog.rng_sites
-            sent.append(pay)
-            own[w].append(pay)
-        rec = []
-        for i, plan in enumerate(plans):
-            if r >= len(plan):
-                rec.append(None)
-                continue
-            rec.append(_combine(prog, ops, plan[r].law, [s[i] for s in sent], n, comm))
-        received.append(rec)
-    means, outs = [], []
-    for w in range(len(ranks)):
-        mean, st = comp.decode(ops, grads[w], states[w], own[w], received, n)
-        mleaves, _ = _flat(mean)
+    communicator = protocol.Loopback(n) if comm == "loopback" else TracedCollective(prog, n)
+    res = protocol.run(ops, comp, grads, states, keys, communicator,
+                       workers=TracedWorkers(prog, len(ranks)), bucket_bytes=bucket_bytes)
+    means, outs = [list(_flat(res.mean)[0])], []
+    for st in res.states:
         sleaves, stree = _flat(st)
         if stree != tree:
             raise LoweringError(f"{who}: decode returned a state of another structure ({stree} vs {tree})")
-        means.append(list(mleaves))
         outs.append(list(sleaves))
-    return Traced(prog, [list(g) for g in grads], state_in, step, means, outs, tree, plans)
+    return Traced(prog, [list(g) for g in grads], state_in, step, means, outs, tree, res.plan)
 
 
 def _unflat(tree, leaves):
     import jax.tree_util as jtu
     return jtu.tree_unflatten(tree, leaves)
-
-
-def _combine(prog, ops, law, payloads, n, comm):
-    import jax.tree_util as jtu
-    if comm == "loopback":
-        return combine(ops, law, payloads)
-    (p,) = payloads
-    op = "comm_sum" if law is Law.SUM else "comm_gather"
-    return jtu.tree_map(lambda x: prog.bind(op, (x,), {"n": n}), p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,15 +448,6 @@ def to_np(t):
         from mindspore import ops
         return ops.cast(t, ms.float32).asnumpy().astype(ml_dtypes.bfloat16)
     return t.asnumpy()
-
-
-def lower(comp, params, *, n: int, rank: int, seed: int = 0, rng: str = "exact", collective: str = "auto"):
-    """Lower ``comp`` for worker ``rank`` of an n-worker collective job: the compiled
-    reducer Cell (grads tuple -> mean grads; state and step as Parameters).
-    See :func:`backends.mindspore.reducer.compressed_reducer`; for n workers in one
-    process without collectives use :class:`LoopbackExchange`."""
-    from backends.mindspore.reducer import compressed_reducer
-    return compressed_reducer(comp, params, n=n, rank=rank, seed=seed, rng=rng, collective=collective)
 
 
 def reference_eval(prog: Program, inputs: Sequence[Any]) -> dict:

@@ -50,7 +50,7 @@ def check_compatible(comp, avals, collective: str = "auto") -> None:
     if collective not in COLLECTIVES:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
     if collective == "allreduce":
-        plans = comp.tree_plan(tuple(np.zeros(s, d) for s, d in avals))
+        plans = comp.exchange_plan(abstract(avals)).leaf_rounds
         bad = sorted({r.law.value for p in plans for r in p if r.law is not Law.SUM})
         if bad:
             raise ValueError(f"compressor {comp.spec!r} has gather-only rounds ({', '.join(bad)}); it cannot run "
@@ -69,10 +69,11 @@ def check_lowerable(comp, avals, n: int = 2) -> None:
             raise LoweringError(f"compressor {comp.spec!r}: op {eqn.op!r} has no MindSpore lowering rule")
 
 
-def wire_bytes(comp, avals) -> int:
-    """Bytes one worker puts on the wire per step (all leaves, all rounds), as the simulator counts."""
-    comp = _parse(comp)
-    return sum(r.bits for p in comp.tree_plan(tuple(np.zeros(s, d) for s, d in avals)) for r in p) // 8
+def abstract(avals) -> tuple:
+    """(shape, dtype) pairs as shape-and-dtype values the compressor can plan on."""
+    import jax
+
+    return tuple(jax.ShapeDtypeStruct(tuple(s), np.dtype(d)) for s, d in avals)
 
 
 def initial_state(comp, params: Sequence, *, seed: int = 0, rng: str = "exact") -> list:
@@ -128,7 +129,9 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     ret = "".join(em.name(v) + ", " for v in outs)
     em.line(f"return ({ret})")
     cell = build_cell(who + f" reducer rank {rank}/{n}", ["grads"], em.lines, em.objs)
-    cell.compressor, cell.n_state, cell.wire_bytes = comp, len(t.state_in[0]), wire_bytes(comp, avals)
+    cell.compressor, cell.n_state, cell.plan = comp, len(t.state_in[0]), t.plan
+    cell.wire_bytes = t.plan.payload_bytes
+    cell.collectives = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
     return cell
 
 

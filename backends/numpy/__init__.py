@@ -1,6 +1,11 @@
 """NumPy binding of the ops namespace with its Numba kernels.
 
-``ops`` binds the namespace (``backends.numpy.ops.OPS``); ``kernels`` and
-``fused`` hold the one-pass parallel Numba kernels, ``threefry`` the
-counter-based generator, ``buffers`` the pool of large output arrays.
+``ops`` binds the namespace (``backends.numpy.ops.OPS``), ``fused_ops`` its
+fused ops. Kernels, a module a concept: ``topk``, ``sums``, ``casts``,
+``elementwise``, ``indexing``, ``packing`` for the primitive ops;
+``fused_minmax``, ``fused_quant``, ``fused_sign``, ``fused_topk``,
+``fused_add``, ``fused_lowrank`` for the fused ones (their blocking in
+``blocks``); ``threefry`` the counter-based generator, ``intrinsics`` the
+LLVM bit casts, ``buffers`` the pool of large output arrays, ``arrays`` the
+shared dtype conventions.
 """

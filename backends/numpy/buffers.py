@@ -20,8 +20,6 @@ import threading
 import numba
 import numpy as np
 
-from backends.numpy.kernels import fault_in_zeros
-
 FAULT_IN_MIN = 1 << 24  # bytes from which fresh zero arrays are faulted in on all cores
 POOL_MIN = 1 << 24  # bytes from which outputs are pooled (smaller ones cost little)
 POOL_MAX = 8  # buffers the pool keeps (up to 8 x the largest output size)
@@ -57,6 +55,17 @@ def zeros(shape, dtype) -> np.ndarray:
     if out.nbytes >= FAULT_IN_MIN:
         fault_in_zeros(out.reshape(-1).view(np.uint8), numba.get_num_threads())
     return out
+
+
+@numba.njit(cache=True, parallel=True)
+def fault_in_zeros(buf, parts):
+    """Write 0 to one byte per 4 KiB page of the all-zero byte array ``buf``
+    from all cores: a fresh allocation's pages are faulted in (and zeroed
+    by the kernel) in parallel instead of one by one by the next writer."""
+    m = buf.size
+    for p in numba.prange(parts):
+        for i in range(((m * p) // parts) & ~4095, (m * (p + 1)) // parts, 4096):
+            buf[i] = 0
 
 
 def _is_free(i: int) -> bool:

@@ -29,7 +29,7 @@ import math
 import numba
 import numpy as np
 
-from backends.numpy.kernels import bits_f32
+from backends.numpy.intrinsics import bits_f32
 
 _M32 = 0xFFFFFFFF
 _PARITY = 0x1BD11BDA
@@ -96,6 +96,15 @@ def _rotl(v, r):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def key_schedule(k0, k1):
+    """(a, b, c) = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA) as uint32: the key words
+    :func:`threefry_hash` takes."""
+    a = _U(k0)
+    b = _U(k1)
+    return a, b, _U(a ^ b ^ _U(_PARITY))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def threefry_hash(a, b, c, ctr):
     """y0 ^ y1 of threefry((a, b), (0, counter)) given ctr = counter + b
     (the first key injection) and c = a ^ b ^ 0x1BD11BDA."""
@@ -134,9 +143,7 @@ def _bits_kernel(k0, k1, start, out):
     """out[i] = y0 ^ y1 of threefry((k0, k1), (0, start + i)), start + out.size <= 2**32.
 
     Every step is cast back to uint32 so LLVM vectorizes 16 lanes wide."""
-    a = _U(k0)
-    b = _U(k1)
-    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    a, b, c = key_schedule(k0, k1)
     base = _U(_U(start) + b)
     for i in range(out.size):
         out[i] = threefry_hash(a, b, c, _U(_U(i) + base))
@@ -145,9 +152,7 @@ def _bits_kernel(k0, k1, start, out):
 @numba.njit(cache=True, nogil=True)
 def _uniform_kernel(k0, k1, start, out):
     """out[i] = bitcast((bits >> 9) | 0x3F800000) - 1 for the same bits."""
-    a = _U(k0)
-    b = _U(k1)
-    c = _U(a ^ b ^ _U(0x1BD11BDA))
+    a, b, c = key_schedule(k0, k1)
     base = _U(_U(start) + b)
     for i in range(out.size):
         h = threefry_hash(a, b, c, _U(_U(i) + base))

@@ -93,9 +93,11 @@ def main(argv=None) -> int:
     values = [params[k] for k in sorted(params)]
     avals = [(v.shape, v.dtype) for v in values]
 
+    import compressors
     from backends.mindspore import reducer as R
     native = a.spec == "native"
-    comp = None if native else R._parse(a.spec)
+    comp = None if native else compressors.parse(a.spec)  # the worker's argv: a boundary
+    dense_bytes = compressors.parse("none()").payload_bytes(R.abstract(avals))
 
     def make_reducer(t, state=None):
         if native:
@@ -133,7 +135,7 @@ def main(argv=None) -> int:
     phase = None if native else comp.phase_of(start)
     train = make_train(reducer)
     mean_loss = MeanLoss()
-    bytes_per_step = R.wire_bytes("none()" if native else comp.step(start), avals)
+    bytes_per_step = dense_bytes if native else reducer.wire_bytes
     writer = None
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
@@ -147,7 +149,7 @@ def main(argv=None) -> int:
             reducer = make_reducer(t, state)
             train = make_train(reducer)
             phase = comp.phase_of(t)
-            bytes_per_step = R.wire_bytes(comp.step(t), avals)
+            bytes_per_step = reducer.wire_bytes
         if a.die_at is not None and t == a.die_at and rank == 1:
             os._exit(3)
         idx = batches.indices(t)
@@ -158,6 +160,8 @@ def main(argv=None) -> int:
         g = float(mean_loss(loss).asnumpy())
         dt = time.perf_counter() - t0
         extra = {"rank_loss": float(loss.asnumpy())}
+        if not native:
+            extra["collectives"] = reducer.collectives
         acc = None
         if writer is not None and ((a.eval_every and (t + 1) % a.eval_every == 0) or t + 1 == a.steps):
             logits = net(ms.Tensor(xte)).asnumpy()

@@ -3,44 +3,81 @@
 A checkpoint is one ``.npz`` file holding every array of the run state —
 parameters, optimizer (momentum) buffers, *every worker's* compressor state
 (error-feedback residuals, PowerSGD's Q, ...), the server's compressor state
-— stored leaf by leaf with exact dtypes, plus a JSON document with the run
-configuration, the step, the simulated clock, the bytes sent, the RNG
-(all randomness is counter-based: data order from (seed, epoch), compressor
-keys from (seed, step, rank), so (seed, step) *is* the generator state) and
-the history of record lines so far. Loading rebuilds the state's structure
-from a fresh ``init_state(config)`` and checks every leaf's shape and dtype,
-so a checkpoint never silently loads into a different compressor layout.
+— with exact dtypes, each keyed by its path (:func:`array_names`):
+
+    params/<name>                 opt/<name>
+    worker<r>/<tensor path>/<field>   (e.g. worker0/w1/residual, worker2/w1/inner/q)
+    workers/<tensor path>/<field>     (exchange="vmap": stacked on a worker axis)
+    server/<tensor path>/<field>      version<v>/<name> (async: parameter versions)
+
+(compressor state paths are :func:`compressors.state.named_leaves`), plus a
+JSON document with the run configuration, the step, the simulated clock, the
+bytes sent, the RNG (all randomness is counter-based: data order from
+(seed, epoch), compressor keys from (seed, step, rank), so (seed, step) *is*
+the generator state) and the history of record lines so far. Loading
+rebuilds the state from a fresh ``init_state(config)`` by name, checking
+every array's presence, shape and dtype, so a checkpoint never silently
+loads into a different compressor layout and does not depend on the order
+in which the state flattens; a mismatch is one ValueError line naming the
+first path that does not fit. Every load error (not a checkpoint, corrupt
+or truncated file, older format) is a one-line ValueError.
 """
 from __future__ import annotations
 
 import json
 import os
+import struct
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
+from compressors.state import load_named, named_leaves
 from kfsim import records
 from kfsim.train import loop
 from kfsim.train.config import RunConfig
 
-FORMAT = "kfsim-train-checkpoint/1"
+FORMAT = "kfsim-train-checkpoint/2"
+OLD_FORMATS = ("kfsim-train-checkpoint/1",)
+META = "meta"
+
+# what reading a damaged .npz can raise (numpy, zipfile, zlib, json)
+_READ_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error, struct.error,
+                NotImplementedError)
 
 
-def _flat(state):
-    import jax
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
+
+def _sections(cfg: RunConfig, state) -> dict:
+    """The run state's arrays as one dict of named sections (see the module doc)."""
+    sec = {"params": state.params, "opt": state.opt}
+    if cfg.exchange == "vmap":
+        sec["workers"] = state.states
+    else:
+        sec.update({f"worker{r}": s for r, s in enumerate(state.states)})
     if isinstance(state, loop.TrainState):
-        return jax.tree_util.tree_flatten((state.params, state.opt, state.states, state.server_state))
-    return jax.tree_util.tree_flatten((state.params, state.opt, state.states, [p for _, p in state.versions]))
+        sec["server"] = state.server_state
+    else:
+        sec.update({f"version{int(v)}": p for v, p in state.versions})
+    return sec
 
 
-def _fresh(cfg: RunConfig, n_versions: int = 0):
+def array_names(cfg: RunConfig, state) -> dict[str, np.ndarray]:
+    """{path name: NumPy array} of every array of the run state."""
+    return {name: np.asarray(a) for name, a in named_leaves(_sections(cfg, state))}
+
+
+def _fresh(cfg: RunConfig, versions=()):
     if cfg.mode == "sync":
         return loop.init_state(cfg)
     from kfsim.train import async_replay
 
     st = async_replay.initial(cfg)
-    return st._replace(versions=tuple((i, st.params) for i in range(n_versions)))
+    return st._replace(versions=tuple((int(v), st.params) for v in versions))
 
 
 def save(path: str | Path, cfg: RunConfig, state, history=()) -> Path:
@@ -50,64 +87,95 @@ def save(path: str | Path, cfg: RunConfig, state, history=()) -> Path:
     progress through the simulated event order)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    leaves, treedef = _flat(state)
-    arrays = {f"leaf{i:05d}": np.asarray(x) for i, x in enumerate(leaves)}
+    arrays = array_names(cfg, state)
     step = int(state.step if isinstance(state, loop.TrainState) else state.done)
     doc = {
         "format": FORMAT, "config": cfg.to_dict(), "step": step, "clock": float(state.clock),
         "bytes_sent": int(state.bytes_sent), "rng": {"kind": "counter", "seed": cfg.seed, "step": step},
-        "leaves": len(leaves), "treedef": str(treedef),
-        "history": [records._step_dict(s) for s in history],
+        "arrays": sorted(arrays), "history": [records._step_dict(s) for s in history],
     }
     if not isinstance(state, loop.TrainState):
         doc.update(versions=[int(v) for v, _ in state.versions], version=int(state.version),
                    k_of=[int(k) for k in state.k_of])
-    arrays["meta"] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
+    arrays[META] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
     np.savez(tmp, **arrays)
     tmp.replace(path)
     return path
 
 
+def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """(meta document, {name: array}); one-line ValueError if unreadable or old."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the checkpoint ({_line(exc)})") from None
+    if not magic:
+        raise ValueError(f"{path}: empty file, not a checkpoint (truncated?)")
+    if magic != b"PK\x03\x04":
+        raise ValueError(f"{path}: not a kfsim checkpoint (not an .npz archive)")
+    try:
+        z = np.load(path, allow_pickle=False)
+    except _READ_ERRORS as exc:
+        raise ValueError(f"{path}: corrupt or truncated checkpoint ({_line(exc)})") from None
+    try:
+        with z:
+            if META not in z.files:
+                raise ValueError(f"{path}: not a kfsim checkpoint (no {META})")
+            doc = json.loads(bytes(z[META]).decode())
+            fmt = doc.get("format") if isinstance(doc, dict) else None
+            if fmt in OLD_FORMATS:
+                raise ValueError(
+                    f"{path}: written by an older kfsim (checkpoint format {fmt!r}, arrays stored by "
+                    f"position); this kfsim reads {FORMAT!r} only: restart the run from step 0, or "
+                    f"finish it with the kfsim version that wrote it")
+            if fmt != FORMAT:
+                raise ValueError(f"{path}: unknown checkpoint format {fmt!r} (this kfsim reads {FORMAT!r})")
+            arrays = {name: z[name] for name in z.files if name != META}
+    except ValueError as exc:
+        if str(exc).startswith(f"{path}: "):
+            raise
+        raise ValueError(f"{path}: corrupt or truncated checkpoint ({_line(exc)})") from None
+    except _READ_ERRORS as exc:
+        raise ValueError(f"{path}: corrupt or truncated checkpoint ({_line(exc)})") from None
+    return doc, arrays
+
+
 def load(path: str | Path) -> tuple[RunConfig, object, list]:
-    """(config, state, history) from a checkpoint; ValueError if it does not fit."""
+    """(config, state, history) from a checkpoint; ValueError (one line) if it
+    cannot be read or does not fit a fresh run of its configuration."""
     import jax
 
     path = Path(path)
+    doc, arrays = _read(path)
     try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a checkpoint ({exc})") from None
-    with z:
-        if "meta" not in z.files:
-            raise ValueError(f"{path}: not a kfsim checkpoint (no meta)")
-        doc = json.loads(bytes(z["meta"]).decode())
-        if doc.get("format") != FORMAT:
-            raise ValueError(f"{path}: unknown checkpoint format {doc.get('format')!r}")
-        arrays = [z[f"leaf{i:05d}"] for i in range(doc["leaves"])]
-    cfg = RunConfig.from_dict(doc["config"])
-    fresh = _fresh(cfg, len(doc.get("versions", ())))
-    leaves, treedef = _flat(fresh)
-    if len(leaves) != len(arrays) or str(treedef) != doc["treedef"]:
-        raise ValueError(f"{path}: state layout differs from a fresh {cfg.compressor!r} run "
-                         f"({len(arrays)} leaves saved, {len(leaves)} expected)")
-    ops_leaves = []
-    for i, (ref, a) in enumerate(zip(leaves, arrays)):
-        if tuple(ref.shape) != a.shape or np.dtype(ref.dtype) != a.dtype:
-            raise ValueError(f"{path}: leaf {i} is {a.dtype}{list(a.shape)}, expected "
-                             f"{np.dtype(ref.dtype)}{list(ref.shape)}")
-        ops_leaves.append(jax.numpy.asarray(a))
-    p, o, s, ss = jax.tree_util.tree_unflatten(treedef, ops_leaves)
-    if cfg.mode == "sync":
-        state = loop.TrainState(p, o, tuple(s), ss, int(doc["step"]), float(doc["clock"]), int(doc["bytes_sent"]))
-    else:
-        from kfsim.train import async_replay
+        cfg = RunConfig.from_dict(doc["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: checkpoint configuration is not valid for this kfsim ({_line(exc)})") from None
+    fresh = _fresh(cfg, doc.get("versions", ()))
+    try:
+        tree = load_named(_sections(cfg, fresh), arrays)
+    except ValueError as exc:
+        raise ValueError(f"{path}: state layout differs from a fresh {cfg.task!r} run with "
+                         f"{cfg.compressor!r}: {exc}") from None
+    tree = jax.tree_util.tree_map(jax.numpy.asarray, tree)
+    p, o = tree["params"], tree["opt"]
+    s = tree["workers"] if cfg.exchange == "vmap" else tuple(tree[f"worker{r}"] for r in range(cfg.workers))
+    try:
+        if cfg.mode == "sync":
+            state = loop.TrainState(p, o, s, tree["server"], int(doc["step"]), float(doc["clock"]),
+                                    int(doc["bytes_sent"]))
+        else:
+            from kfsim.train import async_replay
 
-        state = async_replay.AsyncState(p, o, tuple(s), tuple(zip(doc["versions"], ss)), int(doc["version"]),
-                                        tuple(doc["k_of"]), int(doc["step"]), float(doc["clock"]),
-                                        int(doc["bytes_sent"]))
-    history = [records.Step(d["step"], d["time_s"], d["bytes_sent"], d["loss"], d["accuracy"], d["extra"])
-               for d in doc["history"]]
+            versions = tuple((int(v), tree[f"version{int(v)}"]) for v in doc["versions"])
+            state = async_replay.AsyncState(p, o, s, versions, int(doc["version"]), tuple(doc["k_of"]),
+                                            int(doc["step"]), float(doc["clock"]), int(doc["bytes_sent"]))
+        history = [records.Step(d["step"], d["time_s"], d["bytes_sent"], d["loss"], d["accuracy"], d["extra"])
+                   for d in doc["history"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: checkpoint metadata is incomplete ({_line(exc)})") from None
     return cfg, state, history
 
 

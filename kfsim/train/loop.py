@@ -68,9 +68,7 @@ def init_state(cfg: RunConfig, params: dict | None = None) -> TrainState:
     comp = parse_compressor(cfg.compressor).step(0)
     states = tuple(comp.init(ops, jp) for _ in range(cfg.workers))
     if cfg.exchange == "vmap":
-        from kfsim.train import vexchange
-
-        states = vexchange.stack_trees(states)
+        states = step_mod.stack_trees(states)
     server_state = () if cfg.server_compressor is None else \
         parse_compressor(cfg.server_compressor).step(0).init(ops, jp)
     return TrainState(jp, _to_backend(ops, optim.init(params)), states, server_state, 0, 0.0, 0)
@@ -105,8 +103,8 @@ class Batches:
 
 
 def wire_bytes(comp, params, t: int) -> int:
-    """Bytes one worker puts on the wire at step t (all leaves, all rounds)."""
-    return sum(r.bits for plan in comp.step(t).tree_plan(params) for r in plan) // 8
+    """Payload bytes one worker hands to the collectives at step t (the compressor's exchange plan)."""
+    return comp.step(t).payload_bytes(params)
 
 
 _COMPILED: dict = {}

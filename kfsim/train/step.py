@@ -2,9 +2,10 @@
 
 Worker r of n computes its gradient on samples ``[r::n]`` of the global batch
 (the convention every kfsim driver shares), g_r = grad L(w; batch[r::n]).
-The compressed exchange is exactly :func:`compressors.exchange.exchange`:
-for each round every worker encodes, payloads combine by the leaf's law (SUM:
-added in rank order; GATHER: stacked), and every worker decodes the mean
+The compressed exchange is the runner, :func:`compressors.protocol.run`, with
+the in-process loopback: for each round every worker encodes, payloads
+combine by the leaf's law (SUM: added in rank order; GATHER: stacked), and
+every worker decodes the mean
 estimate  g_hat ~ (1/n) sum_r g_r  and updates its own compressor state.
 With the identity compressor g_hat = (1/n) sum_r g_r, which equals the
 full-batch gradient up to float reassociation (equal shards, mean losses).
@@ -23,7 +24,8 @@ from typing import Any, Callable
 import numpy as np
 
 from compressors.core import Compressor, make_keys
-from compressors.exchange import exchange, roundtrip
+from compressors import protocol
+from compressors.exchange import roundtrip
 from kfsim.train import models, optim
 
 
@@ -59,33 +61,47 @@ def mean_loss(losses):
     return total / len(losses)
 
 
+def stack_trees(trees):
+    """Pytrees -> one pytree whose leaves carry a leading worker axis."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def unstack_tree(tree, n: int) -> list:
+    import jax
+
+    return [jax.tree_util.tree_map(lambda a, i=i: a[i], tree) for i in range(n)]
+
+
 def make_sync_step(model: str, comp: Compressor, n: int, ops, *, lr: float, momentum: float,
                    seed: int, server: Compressor | None = None, grad_mode: str = "loop",
                    exchange_mode: str = "loop") -> Callable:
     """A jitted ``step(params, opt, states, server_state, x, y, t) ->
     (params, opt, states, server_state, loss)``; ``states`` is a tuple of the
-    n workers' compressor states (``exchange_mode="loop"``) or one state
-    stacked on a leading worker axis (``"vmap"``, see kfsim.train.vexchange);
-    ``t`` is the (traced) step number."""
+    n workers' compressor states (``exchange_mode="loop"``: the runner's LOOP
+    workers) or one state stacked on a leading worker axis (``"vmap"``: VMAP
+    workers, encode and decode batched by ``jax.vmap``); ``t`` is the
+    (traced) step number."""
     import jax
 
-    from kfsim.train import vexchange
-
-    if exchange_mode not in ("loop", "vmap"):
-        raise ValueError(f"exchange mode must be 'loop' or 'vmap', got {exchange_mode!r}")
+    if exchange_mode not in protocol.STRATEGIES:
+        raise ValueError(f"exchange mode must be one of {', '.join(protocol.STRATEGIES)}, got {exchange_mode!r}")
+    workers = protocol.STRATEGIES[exchange_mode]
 
     def step(params, opt, states, server_state, x, y, t):
         losses, grads = worker_grads(model, params, x, y, n, grad_mode)
         keys = [make_keys(ops, seed, t, r) for r in range(n)]
-        if exchange_mode == "loop":
-            mean, new_states, _ = exchange(ops, comp, grads, list(states), keys)
-        else:
-            mean, new_states, _ = vexchange.exchange_stacked(ops, comp, vexchange.stack_trees(grads), states,
-                                                             vexchange.stack_trees(keys), n)
+        if workers is protocol.VMAP:
+            grads, keys = stack_trees(grads), stack_trees(keys)
+        res = protocol.run(ops, comp, grads, list(states) if workers is protocol.LOOP else states, keys,
+                           workers=workers)
+        mean = res.mean
         if server is not None:
             mean, server_state = roundtrip(ops, server, mean, server_state, make_keys(ops, seed, t, n))
         params, opt = optim.update(params, opt, mean, lr, momentum)
-        new_states = tuple(new_states) if exchange_mode == "loop" else new_states
+        new_states = tuple(res.states) if workers is protocol.LOOP else res.states
         return params, opt, new_states, server_state, mean_loss(losses)
 
     return jax.jit(step)

@@ -2,8 +2,8 @@
 gives the bits of the reference composition.
 
 NumPy overrides each fused op with a one-pass Numba kernel (serial below
-``numba_fused.PARALLEL_MIN`` elements, threaded above), so the sizes here
-cover both paths, bucket edges, every code width and NaN/inf/zero entries.
+``PARALLEL_MIN`` elements, threaded above), so the sizes here cover both
+paths, bucket edges, every code width and NaN/inf/zero entries.
 The reference is ``Fused.<op>`` run on NumPy's primitive ops; JAX inherits
 the composition, so comparing it checks the composition itself is portable.
 """
@@ -13,13 +13,16 @@ import numpy as np
 import pytest
 
 import backends
-from backends.numpy import fused as numba_fused, kernels as numba_kernels
+from backends.numpy.blocks import PARALLEL_MIN, ROWS_PARALLEL_MIN
+from backends.numpy.fused_lowrank import thin_matmul
+from backends.numpy.fused_topk import TOPK_MIN, sample_size, top_k_abs_rows
+from backends.numpy.sums import halving_sum
 from compressors.ops import FUSED_NAMES, Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 
 NP = backends.get("numpy")
 JAX = backends.get("jax")
-BIG = numba_fused.PARALLEL_MIN + 12_345  # the threaded kernels
+BIG = PARALLEL_MIN + 12_345  # the threaded kernels
 SIZES = [1, 31, 513, 4_099, BIG]
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]
 
@@ -125,7 +128,7 @@ def test_quantize_pack_rounds_stochastically_without_bias():
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("n", [numba_fused.TOPK_MIN + 5, numba_fused.PARALLEL_MIN + 3, 400_000])
+@pytest.mark.parametrize("n", [TOPK_MIN + 5, PARALLEL_MIN + 3, 400_000])
 @pytest.mark.parametrize("k", [1, 17, 3_000, "n/4"])
 def test_top_k_abs(n, dtype, k):
     k = n // 4 if k == "n/4" else k  # n/4: the largest k the sampled selection takes
@@ -138,7 +141,7 @@ def test_top_k_abs(n, dtype, k):
     assert_same_bits(on_jax(type(JAX).top_k_abs, x, k, dtype=dtype), got, "top_k_abs (JAX host route)")
 
 
-@pytest.mark.parametrize("n", [numba_fused.TOPK_MIN + 5, numba_fused.PARALLEL_MIN + 3])
+@pytest.mark.parametrize("n", [TOPK_MIN + 5, PARALLEL_MIN + 3])
 @pytest.mark.parametrize("levels", [3, 40])
 def test_top_k_abs_heavy_ties(n, levels):
     """Few distinct magnitudes: the sampled threshold lands on a tied value,
@@ -153,7 +156,7 @@ def test_top_k_abs_heavy_ties(n, levels):
 def test_top_k_abs_jax_vmap_rows():
     import jax
 
-    x = np.stack([data(numba_fused.PARALLEL_MIN + 3, np.float32, seed=s) for s in range(3)])
+    x = np.stack([data(PARALLEL_MIN + 3, np.float32, seed=s) for s in range(3)])
     got = np.asarray(jax.jit(jax.vmap(lambda r: JAX.top_k_abs(r, 500)))(JAX.asarray(x)))
     for r in range(3):
         assert_same_bits(got[r], Fused.top_k_abs(NP, x[r], 500), f"row {r}")
@@ -163,10 +166,10 @@ def test_top_k_abs_rows_fall_back_per_row():
     """Rows go through one parallel kernel call; a row whose sampled
     threshold fails (its sample sees only zeros, so the survivors overflow)
     is redone by the reference, the others keep the kernel's answer."""
-    n = numba_fused.TOPK_MIN * 4
+    n = TOPK_MIN * 4
     rows = np.stack([data(n, np.float32, seed=1), np.ones(n, np.float32), data(n, np.float32, seed=2)])
-    rows[1, :: n // numba_fused.sample_size(n)] = 0.0  # every sampled entry
-    idx, ok = numba_fused.top_k_abs_rows(rows, 300)
+    rows[1, :: n // sample_size(n)] = 0.0  # every sampled entry
+    idx, ok = top_k_abs_rows(rows, 300)
     assert ok.tolist() == [True, False, True]
     got = np.asarray(JAX.top_k_abs(JAX.asarray(rows), 300))  # the host route of a batch of rows
     for r in range(3):
@@ -192,7 +195,7 @@ def test_sum_abs(n, dtype):
 
 def test_halving_sum_bits_do_not_depend_on_threads():
     x = finite_data((1 << 20) + 5, np.float32)
-    sums = {float(numba_kernels.halving_sum(x, 1024, parts, False)) for parts in (1, 2, 8, 64)}
+    sums = {float(halving_sum(x, 1024, parts, False)) for parts in (1, 2, 8, 64)}
     assert len(sums) == 1
     assert_same_bits(NP.sum(x), JAX.sum(JAX.asarray(x)))
 
@@ -219,7 +222,7 @@ def test_unpack_signs_rejects_mismatched_values():
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("shape", [(7,), (1000, 999), (numba_fused.ROWS_PARALLEL_MIN + 5,)])
+@pytest.mark.parametrize("shape", [(7,), (1000, 999), (ROWS_PARALLEL_MIN + 5,)])
 def test_add(shape, dtype):
     a = data(int(np.prod(shape)), dtype, 1).reshape(shape)
     b = data(int(np.prod(shape)), dtype, 2).reshape(shape)
@@ -269,7 +272,7 @@ def test_thin_matmul_kernels(n, m, r, dtype):
     a = rng.standard_normal((n, m)).astype(dtype)
     q = rng.standard_normal((m, r)).astype(dtype)
     p = rng.standard_normal((n, r)).astype(dtype)
-    assert numba_fused.thin_matmul(a, q) is not None and numba_fused.thin_matmul(a.T, p) is not None
+    assert thin_matmul(a, q) is not None and thin_matmul(a.T, p) is not None
     for got, want in [(NP.matmul(a, q), a.astype(np.float64) @ q), (NP.matmul(NP.transpose(a), p),
                                                                     a.T.astype(np.float64) @ p)]:
         assert got.dtype == dtype and got.shape == want.shape

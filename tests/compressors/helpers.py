@@ -31,3 +31,18 @@ def run(spec: str | C.Compressor, grads_per_worker: list, steps: int = 1, seed: 
 
 def payload_bits(payload) -> int:
     return sum(int(np.asarray(a).nbytes) * 8 for a in jax.tree_util.tree_leaves(payload))
+
+
+def leaf_state(state, grads, name: str):
+    """The per-leaf state of the gradient leaf at path ``name`` (``"x"``, ``"w"``)
+    in a whole-tree state, whether that mirrors the gradient pytree or is a
+    flat tuple in the gradients' flattening order."""
+    from compressors.state import path_name
+
+    paths, treedef = jax.tree_util.tree_flatten_with_path(grads)
+    i = [path_name(p) for p, _ in paths].index(name)
+    try:
+        per_leaf = treedef.flatten_up_to(state)
+    except (ValueError, TypeError):
+        per_leaf = list(state)
+    return per_leaf[i]

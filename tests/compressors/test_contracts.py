@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import compressors as C
+from compressors import protocol
 from tests.compressors.helpers import OPS
 from tests.compressors.mc import assert_unbiased, draws, run, z_for
 
@@ -41,8 +42,9 @@ def test_plan_bits_equal_payload_bits_for_every_shape_and_dtype(spec):
         g = tree(dtypes={**DTYPES, "f64": np.float64})
         for step in (0, 1, 5):
             comp = C.parse(spec).step(step)
-            payloads, _ = jax.eval_shape(
-                lambda g: comp.encode(OPS, g, comp.init(OPS, g), C.make_keys(OPS, 0, 0), [], 0), g)
+            payloads = jax.eval_shape(
+                lambda g: protocol.run(OPS, comp, [g], [comp.init(OPS, g)], [C.make_keys(OPS, 0, 0)],
+                                       record=True).log[0].sent[0], g)
             for (name, x), plan, pay in zip(sorted(g.items()), comp.tree_plan(g), payloads):
                 assert len(plan) == 1
                 assert shape_bits(pay) == plan[0].bits, (name, plan, jax.tree_util.tree_map(np.shape, pay))

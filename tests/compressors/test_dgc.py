@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import compressors as C
+from compressors import protocol
 from compressors.dgc import WARMUP_RATIOS
-from tests.compressors.helpers import OPS
+from tests.compressors.helpers import OPS, leaf_state
 from tests.compressors.mc import run
 
 
@@ -41,14 +42,15 @@ def steps(spec, gs):
     for t, g in enumerate(gs):
         out, state = C.roundtrip(OPS, comp.step(t), {"x": OPS.asarray(g)}, state, C.make_keys(OPS, 0, t))
         outs.append(np.asarray(out["x"], np.float64))
-    return outs, state[0]
+    return outs, leaf_state(state, {"x": gs[0]}, "x")
 
 
 @pytest.mark.parametrize("momentum,clip", [(0.9, 0.0), (0.5, 3.0)])
 def test_matches_the_papers_algorithm_with_an_exact_threshold(momentum, clip):
     rng = np.random.default_rng(0)
     gs = [rng.normal(size=(8, 8)).astype(np.float32) for _ in range(4)]
-    outs, (u, v) = steps(f"dgc(ratio=0.1, momentum={momentum}, clip={clip}, sample=1.0, warmup_epochs=0)", gs)
+    outs, st = steps(f"dgc(ratio=0.1, momentum={momentum}, clip={clip}, sample=1.0, warmup_epochs=0)", gs)
+    u, v = st.momentum, st.residual
     ref, u_ref, v_ref = reference(gs, 0.1, momentum, clip)
     for o, r in zip(outs, ref):
         np.testing.assert_allclose(o.ravel(), r, rtol=1e-5, atol=1e-6)
@@ -59,7 +61,8 @@ def test_matches_the_papers_algorithm_with_an_exact_threshold(momentum, clip):
 def test_momentum_factor_masking_and_conservation_without_momentum():
     rng = np.random.default_rng(1)
     gs = [rng.normal(size=300).astype(np.float32) for _ in range(5)]
-    outs, (u, v) = steps("dgc(ratio=0.02, momentum=0.0, sample=0.2, warmup_epochs=0)", gs)
+    outs, st = steps("dgc(ratio=0.02, momentum=0.0, sample=0.2, warmup_epochs=0)", gs)
+    u, v = st.momentum, st.residual
     for o in outs:
         assert 0 < np.count_nonzero(o) <= 6  # at most k = ceil(0.02 * 300)
     sent = np.asarray(outs[-1]) != 0
@@ -107,7 +110,8 @@ def test_payload_size_follows_the_schedule_in_a_run():
     sizes = []
     for t in range(3):
         active = comp.step(t)
-        payloads, state = active.encode(OPS, g, state, C.make_keys(OPS, 0, t), [], 0)
+        res = protocol.run(OPS, active, [g], [state], [C.make_keys(OPS, 0, t)], record=True)
+        payloads, state = res.log[0].sent[0], res.states[0]
         sizes.append(payloads[0][1].shape[0])
         assert payloads[0][0].shape[0] * 32 + sizes[-1] * 32 == active.wire_bits((100,))
     assert sizes == [25, 7, 5]

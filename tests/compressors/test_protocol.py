@@ -9,8 +9,9 @@ import pytest
 import ml_dtypes
 
 import compressors as C
+from compressors import protocol
 from compressors.registry import entries
-from tests.compressors.helpers import OPS, gradient_tree, payload_bits, run
+from tests.compressors.helpers import OPS, gradient_tree, leaf_state, payload_bits, run
 from tests.specs import EXAMPLE_SPECS
 
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
@@ -56,21 +57,16 @@ def test_plan_bits_equal_actual_payload_bits(spec):
     comp = C.parse(spec).step(0)
     for dtype in DTYPES:
         g = gradient_tree(0, dtype)
-        state = comp.init(OPS, g)
-        keys = C.make_keys(OPS, 1, 0)
-        plans = comp.tree_plan(g)
-        received = []
-        for r in range(comp.n_rounds(g)):
-            payloads, state = comp.encode(OPS, g, state, keys, received, r)
-            for plan, pay in zip(plans, payloads):
+        res = protocol.run(OPS, comp, [g], [comp.init(OPS, g)], [C.make_keys(OPS, 1, 0)], record=True)
+        plans = res.plan.leaf_rounds
+        assert len(res.log) == res.plan.n_rounds
+        for r, rnd in enumerate(res.log):
+            for i, (plan, pay) in enumerate(zip(plans, rnd.sent[0])):
                 if r < len(plan):
                     assert payload_bits(pay) == plan[r].bits, (spec, r, plan)
                 else:
-                    assert pay is None
-            received.append(payloads)  # n = 1: the sum / stack of one payload
-            received[-1] = [None if p is None else (p if plans[i][r].law is C.Law.SUM
-                            else jax.tree_util.tree_map(lambda a: a[None], p))
-                            for i, p in enumerate(payloads)]
+                    assert pay is None and rnd.received[i] is None
+        assert res.plan.payload_bits == sum(r.bits for p in plans for r in p)
 
 
 @pytest.mark.parametrize("spec", EXAMPLE_SPECS)
@@ -117,8 +113,7 @@ def test_error_feedback_conserves_the_gradient_sum(spec):
         out, state = C.roundtrip(OPS, active, g, state, C.make_keys(OPS, 0, t))
         total_g = total_g + np.asarray(g["w"], np.float64)
         total_sent = total_sent + np.asarray(out["w"], np.float64)
-    leaf_index = sorted(gradient_tree(0)).index("w")
-    residual = np.asarray(state[leaf_index][1], np.float64)
+    residual = np.asarray(leaf_state(state, gradient_tree(0), "w").residual, np.float64)
     np.testing.assert_allclose(total_sent + residual, total_g, rtol=1e-5, atol=1e-5)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import compressors as C
-from tests.compressors.helpers import OPS
+from tests.compressors.helpers import OPS, leaf_state
 from tests.compressors.mc import draws, run
 
 
@@ -68,5 +68,5 @@ def test_error_feedback_conserves_the_sum():
         out, state = C.roundtrip(OPS, comp, g, state, C.make_keys(OPS, 0, t))
         total_g = total_g + np.asarray(g["x"], np.float64)
         total_sent = total_sent + np.asarray(out["x"], np.float64)
-    residual = np.asarray(state[0][1], np.float64)
+    residual = np.asarray(leaf_state(state, g, "x").residual, np.float64)
     np.testing.assert_allclose(total_sent + residual, total_g, rtol=1e-6, atol=1e-6)

@@ -47,9 +47,18 @@ def test_msrun_matches_simulation(spec, tmp_path):
     diffs = [abs(a - b) for a, b in zip(rec.losses, sim)]
     assert max(diffs) < TOL[spec], diffs
     assert rec.losses[-1] < rec.losses[0]
-    from backends.mindspore.reducer import wire_bytes
+    import compressors
+    from backends.mindspore.reducer import abstract
     from kfsim.launch.launcher import model_avals
-    assert all(s.bytes_sent == wire_bytes(spec, model_avals("mlp")) for s in rec.steps)
+    comp = compressors.parse(spec)
+    plan = comp.exchange_plan(abstract(model_avals("mlp")))
+    assert all(s.bytes_sent == plan.payload_bytes for s in rec.steps)
+    # one collective per bucket, round, law and payload dtype, as traced
+    from backends.mindspore.lower import trace_exchange
+    t = trace_exchange(comp, model_avals("mlp"), n=2, ranks=[0], seed=0, comm="collective", who=spec)
+    calls = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
+    assert len(plan.collectives) <= calls <= 2 * len(plan.collectives)
+    assert all(s.extra["collectives"] == calls for s in rec.steps)
 
 
 def test_native_allreduce_cnn_matches_simulated_dense(tmp_path):

@@ -2,7 +2,7 @@
 
 * the JAX binding's host top_k (Numba, for big float32 rows) == lax.top_k,
   index for index (ties, NaN, ±inf), under jit and vmap;
-* the vectorised exchange == compressors.exchange.exchange (to float32
+* the runner's VMAP workers == its LOOP workers (to float32
   rounding: batched matmuls may reassociate);
 * a run with exchange="vmap" tracks the reference run.
 """
@@ -17,9 +17,10 @@ from jax import lax
 import backends
 import compressors
 from compressors.core import make_keys
-from compressors.exchange import exchange
+from compressors import protocol
 from backends.jax.ops import HOST_TOP_K_MIN
-from kfsim.train import loop, vexchange
+from kfsim.train import loop
+from kfsim.train.step import stack_trees, unstack_tree
 from kfsim.train.config import RunConfig
 
 
@@ -61,19 +62,21 @@ def test_vectorised_exchange_matches_reference(spec):
     bits = {}
 
     def ref(g, s, k):
-        mean, st, bits["ref"] = exchange(ops, comp, g, s, k)
-        return mean, st
+        res = protocol.run(ops, comp, g, s, k, workers=protocol.LOOP)
+        bits["ref"] = res.plan.bits_per_round()
+        return res.mean, res.states
 
     def vec(g, s, k):
-        mean, st, bits["vec"] = vexchange.exchange_stacked(ops, comp, g, s, k, n)
-        return mean, st
+        res = protocol.run(ops, comp, g, s, k, workers=protocol.VMAP)
+        bits["vec"] = res.plan.bits_per_round()
+        return res.mean, res.states
 
     m1, s1 = jax.jit(ref)(grads, states, keys)
-    m2, s2 = jax.jit(vec)(vexchange.stack_trees(grads), vexchange.stack_trees(states), vexchange.stack_trees(keys))
+    m2, s2 = jax.jit(vec)(stack_trees(grads), stack_trees(states), stack_trees(keys))
     assert bits["ref"] == bits["vec"]
     for k in m1:
         np.testing.assert_allclose(np.asarray(m2[k]), np.asarray(m1[k]), rtol=0, atol=1e-6)
-    for a, b in zip(jax.tree_util.tree_leaves(s1), jax.tree_util.tree_leaves(vexchange.unstack_tree(s2, n))):
+    for a, b in zip(jax.tree_util.tree_leaves(s1), jax.tree_util.tree_leaves(unstack_tree(s2, n))):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=0, atol=1e-6)
 
 

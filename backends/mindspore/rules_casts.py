@@ -1,0 +1,51 @@
+"""Lowering rules of the casts ``astype`` and ``bitcast``. Float -> int casts
+wrap in MindSpore; ``astype`` truncates, maps NaN to 0 and saturates with
+``where`` before casting through int64. bf16 bit casts go through the exact
+float32 upcast (bf16 bits are its high half).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from backends.mindspore.rules_dtypes import is_float, is_int
+
+
+def astype(em, eqn):
+    (x,), out = eqn.args, eqn.outs[0]
+    src, dst = x.dtype, out.dtype
+    a = em.ref(x)
+    if is_float(src) and is_int(dst):
+        work = "float64" if src.name == "float64" else "float32"
+        if src.name != work:
+            a = em.tmp(f"ops.cast({a}, ms.{work})")
+        info = np.iinfo(dst)
+        lo, top = float(info.min), float(info.max) + 1.0  # both exact powers of two (or 0)
+        t = em.tmp(f"ops.trunc({a})")
+        ok = em.tmp(f"ops.logical_and(ops.greater_equal({t}, {em.scalar(lo, work)}), ops.less({t}, {em.scalar(top, work)}))")
+        safe = em.tmp(f"ops.cast(ops.cast(ops.where({ok}, {t}, {em.scalar(0, work)}), ms.int64), {em.dt(dst)})")
+        hi_ = em.tmp(f"ops.where(ops.greater_equal({t}, {em.scalar(top, work)}), {em.scalar(info.max, dst)}, {safe})")
+        em.assign(out, f"ops.where(ops.less({t}, {em.scalar(lo, work)}), {em.scalar(info.min, dst)}, {hi_})")
+    elif src == dst:
+        em.assign(out, a)
+    else:
+        em.assign(out, f"ops.cast({a}, {em.dt(dst)})")
+
+
+def bitcast(em, eqn):
+    from backends.mindspore import runtime as rt
+    (x,), out = eqn.args, eqn.outs[0]
+    src, dst = x.dtype, out.dtype
+    if src.itemsize != dst.itemsize:
+        raise em.error(f"bitcast {src.name} -> {dst.name} (widths differ)")
+    if src == dst:
+        em.assign(out, em.ref(x))
+    elif is_int(src) and is_int(dst):
+        em.assign(out, f"ops.cast({em.ref(x)}, {em.dt(dst)})")
+    elif src.name == "bfloat16":  # bf16 bits = high half of the exact float32 upcast
+        u = em.tmp(f"{em.prim(rt.bitcast_prim(np.uint32), 'bitcast')}(ops.cast({em.ref(x)}, ms.float32))")
+        em.assign(out, f"ops.cast(ops.bitwise_right_shift({u}, {em.scalar(16, 'uint32')}), {em.dt(dst)})")
+    elif dst.name == "bfloat16":
+        u = em.tmp(f"ops.bitwise_left_shift(ops.cast(ops.cast({em.ref(x)}, ms.uint16), ms.uint32), {em.scalar(16, 'uint32')})")
+        em.assign(out, f"ops.cast({em.prim(rt.bitcast_prim(np.float32), 'bitcast')}({u}), ms.bfloat16)")
+    else:
+        em.assign(out, f"{em.prim(rt.bitcast_prim(dst), 'bitcast')}({em.ref(x)})")

@@ -1,0 +1,43 @@
+"""Lowering rules of the randomness ops: ``fold_in``, ``random_bits``,
+``uniform``. RNG mode ``exact`` runs the threefry host kernels (the JAX bits);
+``fast`` uses MindSpore's own generators, seeded per run, site and worker.
+"""
+from __future__ import annotations
+
+
+def fold_in(em, eqn):
+    from backends.mindspore import runtime as rt
+    key, data = eqn.args
+    em.assign(eqn.outs[0], f"{em.prim(rt.fold_in_prim(), 'foldin')}({em.ref(key)}, {em.ref(data)})")
+
+
+def _fast_seeds(em, eqn):
+    origin = eqn.outs[0].origin or eqn.args[0].origin or ("worker", em.rank)
+    salt = 0 if origin[0] == "shared" else 7919 * (int(origin[1]) + 1)
+    return 1 + em.seed % 1_000_003, 1 + eqn.attrs["site"] * 1009 + salt
+
+
+def random_bits(em, eqn):
+    from backends.mindspore import runtime as rt
+    (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
+    if em.rng == "exact":
+        em.assign(out, f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
+        return
+    s1, s2 = _fast_seeds(em, eqn)
+    hi = em.prim_expr(f"ops.UniformInt(seed={s1}, seed2={s2})", "uint")
+    lo = em.prim_expr(f"ops.UniformInt(seed={s1}, seed2={s2 + 1})", "uint")
+    lim0, lim1 = em.scalar(0, "int32"), em.scalar(65536, "int32")
+    em.assign(out, f"ops.cast(ops.add(ops.mul(ops.cast({hi}({shape!r}, {lim0}, {lim1}), ms.int64), "
+                   f"{em.scalar(65536, 'int64')}), ops.cast({lo}({shape!r}, {lim0}, {lim1}), ms.int64)), ms.uint32)")
+
+
+def uniform(em, eqn):
+    from backends.mindspore import runtime as rt
+    (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
+    if em.rng == "exact":
+        bits = em.tmp(f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
+        em.assign(out, f"ops.mul(ops.cast(ops.bitwise_right_shift({bits}, {em.scalar(9, 'uint32')}), ms.float32), "
+                       f"{em.scalar(2.0 ** -23, 'float32')})")
+        return
+    s1, s2 = _fast_seeds(em, eqn)
+    em.assign(out, f"{em.prim_expr(f'ops.UniformReal(seed={s1}, seed2={s2})', 'unif')}({shape!r})")

@@ -1,0 +1,84 @@
+"""Lowering rules of the selection ops: ``top_k``, ``gather``, ``scatter_add``,
+``nonzero``. ``ops.topk`` is not stable: top_k sorts the int64 composite key
+``orderkey(x) * 2**32 + (2**32 - 1 - i)``, unique, so ties go to the lowest i
+and NaN (orderkey = INT32_MAX) ranks above +inf. ``tensor_scatter_*`` raise
+out of range: indices outside ``[0, size)`` go to a dump slot that is sliced
+off; gather reads 0 there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def top_k(em, eqn):
+    from backends.mindspore import runtime as rt
+    (x,), (vals, idx), k = eqn.args, eqn.outs, eqn.attrs["k"]
+    n = x.size
+    dt = x.dtype.name
+    src = em.ref(x)
+    if dt in ("float16", "bfloat16", "float32"):
+        f = src if dt == "float32" else em.tmp(f"ops.cast({src}, ms.float32)")
+        bits = em.tmp(f"{em.prim(rt.bitcast_prim(np.int32), 'bitcast')}({f})")
+        # IEEE totalOrder as an int32: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN
+        key = em.tmp(f"ops.where(ops.less({bits}, {em.scalar(0, 'int32')}), "
+                     f"ops.bitwise_xor({bits}, {em.scalar(0x7FFFFFFF, 'int32')}), {bits})")
+    elif dt in ("int32", "int16", "int8", "uint8", "uint16"):
+        key = src
+    elif dt == "float64":
+        em.line(f"{em.name(vals)}, {em.name(idx)} = {em.prim(rt.topk64_prim(k), 'topk')}({src})")
+        return
+    else:
+        raise em.error(f"top_k on {dt} (supported: float16/bfloat16/float32 and small ints)")
+    comp = em.tmp(f"ops.add(ops.mul(ops.cast({key}, ms.int64), {em.scalar(2**32, 'int64')}), "
+                  f"ops.sub({em.scalar(2**32 - 1, 'int64')}, ops.cast(ops.arange(0, {n}, 1, dtype=ms.int32), ms.int64)))")
+    top = em.tmp(f"ops.topk({comp}, {k})[0]")
+    em.assign(idx, f"ops.cast(ops.sub({em.scalar(2**32 - 1, 'int64')}, ops.remainder({top}, {em.scalar(2**32, 'int64')})), ms.int32)")
+    em.assign(vals, f"ops.gather({src}, {em.name(idx)}, 0)")
+
+
+def gather(em, eqn):
+    (x, idx), out = eqn.args, eqn.outs[0]
+    n = x.size
+    if n == 0 or out.size == 0:
+        em.assign(out, em.filled(out.shape, 0, out.dtype))
+        return
+    i = em.operand(idx, np.int32)
+    ok = em.tmp(f"ops.logical_and(ops.greater_equal({i}, {em.scalar(0, 'int32')}), ops.less({i}, {em.scalar(n, 'int32')}))")
+    safe = em.tmp(f"ops.where({ok}, {i}, {em.scalar(0, 'int32')})")
+    got = em.tmp(f"ops.gather({em.ref(x)}, {safe}, 0)")
+    em.assign(out, f"ops.where({ok}, {got}, {em.filled(out.shape, 0, out.dtype)})")
+
+
+def scatter_add(em, eqn):
+    from backends.mindspore import runtime as rt
+    (idx, vals), out, size = eqn.args, eqn.outs[0], eqn.attrs["size"]
+    if vals.size == 0:
+        em.assign(out, em.filled(out.shape, 0, out.dtype))
+        return
+    if eqn.attrs.get("round_to") == "bfloat16":
+        prim = em.prim(rt.scatter_add_bf16_prim(size), "scat")
+        em.assign(out, f"{prim}(ops.reshape({em.operand(idx, np.int32)}, ({vals.size},)), "
+                       f"ops.reshape({em.ref(vals)}, ({vals.size},)))")
+        return
+    i = em.tmp(f"ops.reshape({em.operand(idx, np.int32)}, ({vals.size},))")
+    ok = em.tmp(f"ops.logical_and(ops.greater_equal({i}, {em.scalar(0, 'int32')}), ops.less({i}, {em.scalar(size, 'int32')}))")
+    tgt = em.tmp(f"ops.reshape(ops.where({ok}, {i}, {em.scalar(size, 'int32')}), ({vals.size}, 1))")
+    v = em.tmp(f"ops.reshape({em.ref(vals)}, ({vals.size},))")
+    buf = em.tmp(f"ops.tensor_scatter_add({em.filled((size + 1,), 0, out.dtype)}, {tgt}, {v})")
+    em.assign(out, f"{buf}[:{size}]")
+
+
+def nonzero(em, eqn):
+    (mask,), out, cap = eqn.args, eqn.outs[0], eqn.attrs["capacity"]
+    n = mask.size
+    if cap == 0:
+        em.assign(out, em.filled((0,), 0, np.int32))
+        return
+    m = em.ref(mask)
+    cs = em.tmp(f"ops.cumsum(ops.cast({m}, ms.int32), 0)")
+    take = em.tmp(f"ops.logical_and({m}, ops.less_equal({cs}, {em.scalar(cap, 'int32')}))")
+    tgt = em.tmp(f"ops.reshape(ops.where({take}, ops.sub({cs}, {em.scalar(1, 'int32')}), {em.scalar(cap, 'int32')}), ({n}, 1))")
+    val = em.tmp(f"ops.where({take}, ops.sub(ops.arange(0, {n}, 1, dtype=ms.int32), {em.scalar(n, 'int32')}), "
+                 f"{em.scalar(0, 'int32')})")
+    buf = em.tmp(f"ops.tensor_scatter_add({em.filled((cap + 1,), 0, np.int32)}, {tgt}, {val})")
+    em.assign(out, f"ops.add({buf}[:{cap}], {em.scalar(n, 'int32')})")

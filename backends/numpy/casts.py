@@ -1,0 +1,113 @@
+"""Casts of the NumPy binding that NumPy does slowly or differently:
+float32 <-> float16 / bfloat16 on raw bits (NumPy's half casts run a slow
+scalar loop; rounding is to nearest even, NaN stays NaN, payload not kept)
+and the saturating float -> integer cast (trunc, clamp, NaN -> 0) of
+``Ops.astype``, each one Numba pass.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from backends.numpy.arrays import BF16
+from backends.numpy.intrinsics import bits_f32, f32_bits
+
+
+
+@numba.njit(cache=True, nogil=True)
+def f32_to_f16(x, out):
+    """IEEE binary32 -> binary16 bits, round to nearest even, overflow to inf,
+    gradual underflow (rint of |x| * 2**24, which is exact, is the code).
+    Branch-free selects so LLVM vectorizes the loop."""
+    for i in range(x.size):
+        b = f32_bits(x[i])
+        sign = (b >> np.uint32(16)) & np.uint32(0x8000)
+        a = b & np.uint32(0x7FFFFFFF)
+        odd = (a >> np.uint32(13)) & np.uint32(1)
+        normal = np.uint32(a + np.uint32(0xC8000FFF) + odd) >> np.uint32(13)  # rebias by -112, round
+        tiny = min(bits_f32(a), np.float32(6.103515625e-05))  # clamp keeps the unused lane finite
+        sub = np.uint32(np.rint(tiny * np.float32(16777216.0)))
+        special = np.uint32(0x7E00) if a > np.uint32(0x7F800000) else np.uint32(0x7C00)
+        h = sub if a < np.uint32(113 << 23) else normal
+        h = special if a >= np.uint32(143 << 23) else h
+        out[i] = np.uint16(h | sign)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def f16_to_f32(h, out):
+    """binary16 bits -> binary32 (exact): exponent/mantissa shifted into place
+    and scaled by 2**112 in float32, which also normalises subnormals."""
+    for i in range(h.size):
+        b = np.uint32(h[i])
+        sign = (b & np.uint32(0x8000)) << np.uint32(16)
+        em = b & np.uint32(0x7FFF)
+        scaled = f32_bits(bits_f32(em << np.uint32(13)) * np.float32(5.192296858534828e+33))
+        special = np.uint32(0x7F800000) | ((em & np.uint32(0x3FF)) << np.uint32(13))
+        out[i] = bits_f32((special if em >= np.uint32(0x7C00) else scaled) | sign)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def f32_to_bf16(x, out):
+    """binary32 -> bfloat16 bits, round to nearest even; NaN stays NaN (quiet)."""
+    for i in range(x.size):
+        b = f32_bits(x[i])
+        rounded = np.uint32(b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        quiet = (b >> np.uint32(16)) | np.uint32(0x40)
+        out[i] = np.uint16(quiet if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000) else rounded)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def bf16_to_f32(h, out):
+    for i in range(h.size):
+        out[i] = bits_f32(np.uint32(h[i]) << np.uint32(16))
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def saturating_cast_into(x, out, lo, hi_excl, out_min, out_max):
+    """out = trunc(x) clamped to [out_min, out_max]; NaN -> 0. ``lo`` and
+    ``hi_excl`` (= out_max + 1) are exact in x's float type."""
+    for i in range(x.size):
+        v = x[i]
+        if v != v:
+            out[i] = 0
+        elif v >= hi_excl:
+            out[i] = out_max
+        elif v <= lo:
+            out[i] = out_min
+        else:
+            out[i] = int(v)  # in range: C conversion truncates toward zero
+    return out
+
+
+NARROW = {np.dtype(np.float16): (f32_to_f16, f16_to_f32), BF16: (f32_to_bf16, bf16_to_f32)}
+"""The 16-bit float dtypes: their (from float32, to float32) kernels."""
+
+
+def narrow(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float32 -> float16 / bf16 (a dtype of NARROW), rounded to nearest even."""
+    bits = NARROW[dtype][0](np.ascontiguousarray(x).reshape(-1), np.empty(x.size, np.uint16))
+    return bits.view(dtype).reshape(x.shape)
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """float16 / bf16 -> float32 (exact) with a Numba kernel."""
+    bits = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
+    return NARROW[x.dtype][1](bits, np.empty(x.size, np.float32)).reshape(x.shape)
+
+
+def saturating_cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Float -> integer: truncate toward zero, saturate, NaN -> 0 (one Numba pass).
+
+    The bounds min and max + 1 of every integer type are powers of two, so
+    they are exact in float32/float64 and the comparisons are exact."""
+    if x.dtype not in (np.float32, np.float64):
+        x = widen(x)  # float16 / bf16 widen exactly
+    info = np.iinfo(dtype)
+    out = np.empty(x.shape, dtype)
+    saturating_cast_into(x.reshape(-1), out.reshape(-1), x.dtype.type(info.min),
+                         x.dtype.type(float(info.max) + 1.0), dtype.type(info.min), dtype.type(info.max))
+    return out

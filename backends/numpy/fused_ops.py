@@ -1,0 +1,96 @@
+"""The fused ops (``compressors.ops.Fused``) of the NumPy binding: each runs
+its one-pass Numba kernel (``fused_minmax``, ``fused_quant``, ``fused_topk``,
+``sums``, ``fused_sign``, ``fused_add``, ``fused_lowrank``) where the kernel
+takes the arguments, and the reference composition otherwise.
+:class:`backends.numpy.ops.NumpyOps` inherits them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from backends.common import check_bits
+from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_quant, fused_sign, fused_topk, threefry
+from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
+from backends.numpy.blocks import ROWS_PARALLEL_MIN
+from backends.numpy.sums import SUM_ROW, kernel_sum
+from compressors.ops import Fused
+
+
+class NumpyFused(Fused):
+    """``Fused`` with the NumPy binding's one-pass kernels."""
+
+    def bucket_min_max(self, x, bucket):
+        x = vector(x, "bucket_min_max")
+        if x.dtype not in KERNEL_FLOATS or x.size == 0:
+            return Fused.bucket_min_max(self, x, bucket)
+        return fused_minmax.bucket_min_max(np.ascontiguousarray(x), int(bucket))
+
+    def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key):
+        x = vector(x, "quantize_pack")
+        check_bits(bits)
+        if x.dtype not in KERNEL_FLOATS:
+            return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key)
+        c = lambda v: np.ascontiguousarray(as_array(v), dtype=x.dtype)
+        return fused_quant.quantize_pack(np.ascontiguousarray(x), c(offset), c(inv_scale), int(bucket), top,
+                                         int(bits), threefry.check_key(key))
+
+    def dequantize(self, words, bits, count, offset, scale, bucket):
+        offset = as_array(offset)
+        check_bits(bits)
+        if offset.dtype not in KERNEL_FLOATS:
+            return Fused.dequantize(self, words, bits, count, offset, scale, bucket)
+        words = np.ascontiguousarray(as_array(words), dtype=np.uint32)
+        if not 0 <= count <= words.size * (32 // bits):
+            raise ValueError(f"dequantize: {count} codes do not fit in {words.size} words of {32 // bits}")
+        return fused_quant.dequantize(words, int(bits), int(count), np.ascontiguousarray(offset),
+                                      np.ascontiguousarray(as_array(scale), dtype=offset.dtype), int(bucket))
+
+    def top_k_abs(self, x, k):
+        x = vector(x, "top_k_abs")
+        if not (isinstance(k, (int, np.integer)) and 0 < k <= x.size):
+            raise ValueError(f"top_k_abs: need 0 < k <= {x.size}, got {k!r}")
+        idx = fused_topk.top_k_abs(np.ascontiguousarray(x), int(k)) if x.dtype in KERNEL_FLOATS else None
+        return Fused.top_k_abs(self, x, k) if idx is None else idx
+
+    def sum_abs(self, x):
+        x = vector(x, "sum_abs")
+        if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
+            return Fused.sum_abs(self, x)
+        return kernel_sum(x, True)
+
+    def pack_signs(self, x):
+        x = vector(x, "pack_signs")
+        if x.dtype not in KERNEL_FLOATS:
+            return Fused.pack_signs(self, x)
+        return fused_sign.pack_signs(np.ascontiguousarray(x))
+
+    def unpack_signs(self, words, count, pos, neg):
+        pos, neg = as_array(pos), as_array(neg)
+        if pos.dtype != neg.dtype or pos.shape != () or neg.shape != ():
+            raise ValueError(f"unpack_signs: pos and neg must be 0-d arrays of one dtype, "
+                             f"got {pos.dtype}{list(pos.shape)} and {neg.dtype}{list(neg.shape)}")
+        words = np.ascontiguousarray(as_array(words), dtype=np.uint32)
+        if not 0 <= count <= words.size * 32:
+            raise ValueError(f"unpack_signs: {count} bits do not fit in {words.size} words")
+        return fused_sign.unpack_signs(words, int(count), pos, neg)
+
+    def add(self, a, b):
+        a, b = as_array(a), as_array(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(f"add: needs one shape and dtype, got {a.dtype}{list(a.shape)} "
+                             f"and {b.dtype}{list(b.shape)}")
+        if a.dtype not in KERNEL_FLOATS or a.size < ROWS_PARALLEL_MIN:
+            return Fused.add(self, a, b)
+        return fused_add.add(np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+    def matmul_nt(self, a, b):
+        a, b = as_array(a), as_array(b)
+        if not fused_lowrank.low_rank_applies(a, b, None):
+            return Fused.matmul_nt(self, a, b)
+        return fused_lowrank.low_rank(None, np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+    def sub_matmul_nt(self, c, a, b):
+        c, a, b = as_array(c), as_array(a), as_array(b)
+        if not fused_lowrank.low_rank_applies(a, b, c):
+            return Fused.sub_matmul_nt(self, c, a, b)
+        return fused_lowrank.low_rank(np.ascontiguousarray(c), np.ascontiguousarray(a), np.ascontiguousarray(b))

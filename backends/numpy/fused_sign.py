@@ -1,0 +1,91 @@
+"""Sign bits (``Fused.pack_signs`` / ``Fused.unpack_signs``) as one Numba pass
+each, in blocks of ``WORDS`` output words, on all cores from ``PARALLEL_MIN``
+entries: one bit per entry, 1 where ``x < 0``; unpacking writes the raw bits
+of ``pos`` or ``neg`` a byte of sign bits (eight entries) at a time.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from backends.numpy import buffers
+from backends.numpy.blocks import PARALLEL_MIN, WORDS
+
+_U = np.uint32
+
+
+@numba.njit(cache=True, nogil=True)
+def _signs_block(x, w0, w1, out):
+    zero = x.dtype.type(0)
+    xs = x[w0 * 32:w1 * 32]
+    os = out[w0:w1]
+    full = xs.size // 32
+    for w in range(full):
+        acc = _U(0)
+        for t in range(32):
+            acc |= _U(_U(1) << _U(t)) if xs[w * 32 + t] < zero else _U(0)
+        os[w] = acc
+    if full < os.size:
+        acc = _U(0)
+        for t in range(xs.size - full * 32):
+            acc |= _U(_U(1) << _U(t)) if xs[full * 32 + t] < zero else _U(0)
+        os[full] = acc
+
+
+@numba.njit(cache=True, parallel=True)
+def _signs_parallel(x, out):
+    nblk = (out.size + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        _signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out)
+
+
+def pack_signs(x: np.ndarray) -> np.ndarray:
+    """``Fused.pack_signs`` of a contiguous 1-D float array (float32/float64)."""
+    out = np.empty(-(-x.size // 32), np.uint32)
+    if x.size >= PARALLEL_MIN:
+        _signs_parallel(x, out)
+    elif x.size:
+        _signs_block(x, 0, out.size, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _unsigns_block(words, table, w0, w1, out):
+    os = out[w0 * 32:w1 * 32]
+    ws = words[w0:w1]
+    full = os.size // 32
+    for w in range(full):
+        v = ws[w]
+        for q in range(4):
+            row = table[(v >> _U(8 * q)) & _U(255)]
+            for t in range(8):
+                os[w * 32 + 8 * q + t] = row[t]
+    for t in range(os.size - full * 32):
+        os[full * 32 + t] = table[(ws[full] >> _U(t)) & _U(1), 0]
+
+
+@numba.njit(cache=True, parallel=True)
+def _unsigns_parallel(words, table, out):
+    nw = (out.size + 31) // 32
+    nblk = (nw + WORDS - 1) // WORDS
+    for blk in numba.prange(nblk):
+        _unsigns_block(words, table, blk * WORDS, min(nw, (blk + 1) * WORDS), out)
+
+
+def unpack_signs(words, count: int, pos, neg) -> np.ndarray:
+    """``Fused.unpack_signs``: pos and neg are 0-d arrays of one raw-bit-copyable dtype."""
+    out = buffers.empty(count, pos.dtype)
+    width = {2: np.uint16, 4: np.uint32, 8: np.uint64}[pos.dtype.itemsize]
+    o = out.view(width)
+    p, q = pos.reshape(1).view(width)[0], neg.reshape(1).view(width)[0]
+    table = np.empty((256, 8), width)
+    table[:] = p
+    table[_BYTE_BITS] = q
+    if count >= PARALLEL_MIN:
+        _unsigns_parallel(words, table, o)
+    else:
+        _unsigns_block(words, table, 0, -(-count // 32), o)
+    return out
+
+
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)

@@ -1,0 +1,54 @@
+"""Op semantics (see ``tests/backends/semantics.py``): threefry keys,
+``fold_in``, ``random_bits`` and ``uniform``, bit for bit as ``jax.random``.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from backends.numpy import threefry
+from tests.backends.ops_backends import assert_same_bits
+from tests.backends.semantics import covers, put
+
+
+def test_threefry_known_answers():
+    """Random123's known-answer vectors for threefry2x32 with 20 rounds."""
+    cases = [((0, 0), (0, 0), (0x6B200159, 0x99BA4EFE)),
+             ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+             ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0))]
+    for key, ctr, want in cases:
+        y0, y1 = threefry.threefry2x32(key[0], key[1], np.uint32(ctr[0]), np.uint32(ctr[1]))
+        assert (int(y0), int(y1)) == want
+
+
+@covers("key", "fold_in")
+@pytest.mark.parametrize("seed", [0, 1, 42, 2 ** 31 - 1, 2 ** 32 - 1, -1, -7])
+def test_key_and_fold_in_match_jax(ops, seed):
+    want = np.asarray(jax.random.PRNGKey(seed))
+    k = ops.key(seed)
+    assert_same_bits(k, want, "key")
+    for data in [0, 1, 17, 2 ** 31, 2 ** 32 - 1]:
+        assert_same_bits(ops.fold_in(k, data), np.asarray(jax.random.fold_in(jnp.asarray(want), data)), "fold_in")
+    # a uint32 array datum, as compressors fold in traced values
+    assert_same_bits(ops.fold_in(k, put(ops, np.uint32(5))), np.asarray(jax.random.fold_in(jnp.asarray(want), 5)),
+                     "fold_in array")
+
+
+@covers("random_bits", "uniform")
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (1000,), (300_001,)])
+def test_random_bits_and_uniform_match_jax(ops, shape):
+    key = jax.random.fold_in(jax.random.PRNGKey(3), 11)
+    k = ops.asarray(np.asarray(key))
+    want = np.asarray(jax.random.bits(key, shape, jnp.uint32))
+    assert_same_bits(ops.random_bits(k, shape), want, "random_bits")
+    u = np.asarray(jax.random.uniform(key, shape, jnp.float32))
+    assert_same_bits(ops.uniform(k, shape), u, "uniform")
+    formula = ((want >> 9) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
+    assert_same_bits(u, formula, "uniform formula")
+
+
+def test_random_bits_reference_matches_kernel():
+    key = threefry.fold_in(threefry.key(9), 4)
+    assert_same_bits(threefry.random_bits(key, (4099,)), threefry.random_bits_reference(key, (4099,)), "kernel")
