@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, check, compute_dtype, fixed, upcast
 from compressors.ops import Array
 from compressors.registry import canonical, register

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round
 from compressors.registry import canonical, register
 

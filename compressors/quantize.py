@@ -34,7 +34,7 @@ decodes to NaN the same way.
 """
 from __future__ import annotations
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round, upcast
 from compressors.registry import canonical, register
 

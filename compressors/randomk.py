@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, Law, Leaf, Round, check, dtype_bits, fixed, upcast
 from compressors.ops import Array
 from compressors.registry import canonical, register

@@ -49,12 +49,12 @@ def describe() -> str:
     """A table of every compressor: name(params) — one-line doc."""
     lines = []
     for e in entries():
-        args = ", ".join(_fmt_param(p) for p in e.params)
+        args = ", ".join(fmt_param(p) for p in e.params)
         lines.append(f"{e.name}({args})  {e.doc}")
     return "\n".join(lines)
 
 
-def _fmt_param(p: inspect.Parameter) -> str:
+def fmt_param(p: inspect.Parameter) -> str:
     if p.default is inspect.Parameter.empty:
         return p.name
     return f"{p.name}={p.default!r}"

@@ -19,14 +19,14 @@ so its per-tensor state is ``MomentumState(inner=(), momentum=m)``. The other
 sign compressors are stateless (``()``).
 
 Zero entries count as positive. NaN/inf input: signsgd's vote weight is NaN
-(see ``_sign``) so the decoded tensor is NaN; the scaled variants carry the
+(see ``compressors.signs``) so the decoded tensor is NaN; the scaled variants carry the
 non-finite value in their scale, with the same outcome.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from compressors._sign import vote_weight, pack_signs, sign_bits, unpack_signs
+from compressors.signs import vote_weight, pack_signs, sign_bits, unpack_signs
 from compressors.core import Compressor, Law, compute_dtype, fixed, single_round, tree_index, upcast
 from compressors.momentum import momentum
 from compressors.registry import canonical, register

@@ -22,7 +22,7 @@ of the bucket then decodes to NaN (0·inf, NaN·t), never a finite value.
 """
 from __future__ import annotations
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, Law, compute_dtype, fixed, single_round
 from compressors.registry import canonical, register
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from compressors import _quant as Q
+from compressors import quant as Q
 from compressors.core import Compressor, check, fixed, upcast
 from compressors.registry import canonical, register
 from compressors.topk import keep_count, sparse_leaf

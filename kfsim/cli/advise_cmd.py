@@ -10,7 +10,7 @@ from rich.table import Table
 
 import compressors
 from kfsim.cli import app
-from kfsim.cli.scale_cmd import _csv_floats, _csv_ints, resolve, wide_console
+from kfsim.cli.scale_cmd import csv_floats, csv_ints, resolve, wide_console
 from kfsim.sim import report
 from kfsim.sim.predict import predict_iteration
 
@@ -53,8 +53,8 @@ def advise_command(
     """Map over bandwidth × workers of the compressor's speedup over uncompressed training."""
     console = wide_console()
     try:
-        bws = _csv_floats(bandwidths, "--bandwidths") or list(DEFAULT_BANDWIDTHS)
-        ws = _csv_ints(workers) or list(DEFAULT_WORKERS)
+        bws = csv_floats(bandwidths, "--bandwidths") or list(DEFAULT_BANDWIDTHS)
+        ws = csv_ints(workers) or list(DEFAULT_WORKERS)
         scale, cluster = resolve(config, model=model, workers=ws, compressors=[compressor], bucket_mb=bucket_mb,
                                  batch_per_worker=batch, bandwidths_gbps=bws, device=device,
                                  gpus_per_node=gpus_per_node, collective=collective)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 import compressors
-from compressors.registry import _fmt_param
+from compressors.registry import fmt_param
 from kfsim.cli import app
 
 SHAPE = (1024, 1024)  # the tensor the ratio column is computed for (fp32)
@@ -16,7 +16,7 @@ def rows() -> list[dict]:
     """One row per registered compressor/combinator with its static facts."""
     out = []
     for e in compressors.entries():
-        row = {"name": e.name, "params": ", ".join(_fmt_param(p) for p in e.params),
+        row = {"name": e.name, "params": ", ".join(fmt_param(p) for p in e.params),
                "doc": e.doc, "paper": e.paper, "combinator": e.combinator}
         if not e.combinator:
             c = e.factory()

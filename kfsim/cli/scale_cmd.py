@@ -163,7 +163,7 @@ def print_tables(console: Console, rows: list[dict], scale, cluster, title: str)
     console.print(b)
 
 
-def _csv_ints(text: Optional[str]) -> Optional[list[int]]:
+def csv_ints(text: Optional[str]) -> Optional[list[int]]:
     if text is None:
         return None
     try:
@@ -172,7 +172,7 @@ def _csv_ints(text: Optional[str]) -> Optional[list[int]]:
         raise ValueError(f"--workers: expected comma-separated integers, got {text!r}") from None
 
 
-def _csv_floats(text: Optional[str], flag: str) -> Optional[list[float]]:
+def csv_floats(text: Optional[str], flag: str) -> Optional[list[float]]:
     if text is None:
         return None
     try:
@@ -208,7 +208,7 @@ def scale_command(
     """Sweep workers × compressors: time per iteration, breakdown, speedup, scaling efficiency."""
     console = wide_console()
     try:
-        scale, cluster = resolve(config, model=model, workers=_csv_ints(workers),
+        scale, cluster = resolve(config, model=model, workers=csv_ints(workers),
                                  compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
                                  batch_per_worker=batch, network=network, seed=seed, no_overlap=no_overlap,
                                  device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,

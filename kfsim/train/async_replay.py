@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kfsim import records
-from kfsim.train import loop, step as step_mod, tasks, timing
+from kfsim.train import step as step_mod, sync as loop, tasks, timing
 from kfsim.train.config import RunConfig
 
 
@@ -38,7 +38,7 @@ def schedule(cfg: RunConfig, model: str):
     from kfsim.sim.predict import simulate_async
 
     cl = timing.cluster(cfg.cluster, cfg.bandwidth_gbit, cfg.workers)
-    costs = timing.async_costs(model, cfg.compressor, cfg.workers, cfg.batch, cl)
+    costs = timing.async_costs(model, cfg.comp, cfg.workers, cfg.batch, cl)
     return simulate_async(timing.jittered(costs.compute_s, cfg.jitter), costs.comm_s, cfg.workers,
                           staleness=cfg.staleness, updates=cfg.steps * cfg.workers, seed=cfg.seed,
                           server_time=costs.server_s, pull_time=costs.pull_s), costs

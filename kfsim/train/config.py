@@ -5,6 +5,7 @@ import dataclasses
 import math
 from typing import Any
 
+import compressors
 from kfsim.train import optim, tasks
 
 MODES = ("sync", "async")
@@ -16,7 +17,7 @@ BACKENDS = ("jax",)
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     task: str = "fmnist-mlp"
-    compressor: str = "none()"
+    compressor: str = "none()"            # a spec string or a Compressor (kept as its spec; value in .comp)
     workers: int = 4
     batch: int = 128              # global batch; worker r takes samples [r::workers]
     lr: float = 0.1
@@ -30,7 +31,7 @@ class RunConfig:
     backend: str = "jax"                  # the ops binding (its top_k uses a Numba kernel on CPU)
     grad_mode: str = "loop"               # per-worker gradients: "loop" (unrolled) or "vmap"
     exchange: str = "loop"                # "loop": compressors.exchange.exchange; "vmap": vectorised over workers
-    server_compressor: str | None = None  # parameter-server mode: compress the reply too
+    server_compressor: str | None = None  # parameter-server mode: compress the reply too (spec or Compressor)
     collective: str | None = None         # timing: ring, tree, rhd, hierarchical, ps, mccl (default: cluster's)
     cluster: str = "nodes"                # "nodes": one RTX 3090 per node on 1 GbE; "seed"; a profile file
     bandwidth_gbit: float | None = None   # override the cluster's inter-node bandwidth
@@ -39,6 +40,13 @@ class RunConfig:
     jitter: float = 0.0                   # async: compute time x LogNormal(0, jitter)
 
     def __post_init__(self):
+        # the configuration is a boundary: specs are parsed here, once; inside, values travel
+        for field, attr in (("compressor", "comp"), ("server_compressor", "server_comp")):
+            value = getattr(self, field)
+            comp = None if value is None else compressors.parse(value)
+            object.__setattr__(self, attr, comp)
+            if comp is not None and not isinstance(value, str):
+                object.__setattr__(self, field, comp.spec)
         if self.task not in tasks.TASKS:
             raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(tasks.TASKS)}")
         for name in ("workers", "batch", "steps", "eval_every"):

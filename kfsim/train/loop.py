@@ -1,251 +1,26 @@
-"""Synchronous simulated data-parallel training with real numerics.
+"""Run a simulated training configuration: synchronous (:mod:`kfsim.train.sync`)
+or asynchronous (:mod:`kfsim.train.async_replay`), optionally writing its run record.
 
-Each iteration t:
-  1. the global batch is samples perm_e[i*B:(i+1)*B] of the training set
-     (e = t // steps_per_epoch, perm_e = permutation from the generator
-     seeded (seed, e); the last partial batch of an epoch is dropped);
-  2. worker r differentiates its shard batch[r::N];
-  3. the compressor in force at t (``comp.step(t)``) runs its exchange
-     protocol among the N workers (per-worker states; see kfsim.train.step);
-  4. SGD(+momentum) applies the mean estimate;
-  5. the simulated clock advances by the timing simulator's iteration time
-     and ``bytes_sent`` by what one worker put on the wire.
-
-All randomness is counter-based — data order from (seed, epoch), compressor
-keys from (seed, step, rank) — so the run state (params, optimizer, every
-compressor state, server state, step, simulated clock, bytes) determines the
-rest of the run: a checkpoint of it resumes bit-identically.
+The names of the synchronous trainer are re-exported here (``loop.Trainer``,
+``loop.TrainState``, ``loop.init_state``...), so ``kfsim.train.loop`` is the
+one module a user of simulated training needs.
 """
 from __future__ import annotations
 
-import math
-import time
-from typing import Any, Callable, NamedTuple
-
-import numpy as np
-
-import backends
-import compressors
 from kfsim import records
-from kfsim.train import models, optim, step as step_mod, tasks, timing
+from kfsim.train import async_replay, tasks
 from kfsim.train.config import RunConfig
-
-
-class TrainState(NamedTuple):
-    params: dict
-    opt: dict
-    states: tuple          # one compressor state per worker
-    server_state: Any      # server-side compressor state (() if none)
-    step: int              # iterations done
-    clock: float           # simulated seconds so far
-    bytes_sent: int        # bytes one worker sent so far
-
-
-class RunResult(NamedTuple):
-    config: RunConfig
-    state: TrainState
-    steps: list            # kfsim.records.Step per iteration (or applied update)
-    summary: dict
-
-
-def parse_compressor(spec: str):
-    return compressors.parse(spec)
-
-
-def get_ops(name: str):
-    """The ops namespace of a backend of ``backends`` (training jits steps: JAX)."""
-    return backends.get(name)
-
-
-def init_state(cfg: RunConfig, params: dict | None = None) -> TrainState:
-    """Fresh run state: parameters from init_params(model, seed), zero momentum,
-    one fresh compressor state per worker (stacked on a worker axis when
-    ``cfg.exchange == "vmap"``)."""
-    ops = get_ops(cfg.backend)
-    model = tasks.TASKS[cfg.task]
-    params = models.init_params(model, cfg.seed) if params is None else params
-    jp = _to_backend(ops, params)
-    comp = parse_compressor(cfg.compressor).step(0)
-    states = tuple(comp.init(ops, jp) for _ in range(cfg.workers))
-    if cfg.exchange == "vmap":
-        states = step_mod.stack_trees(states)
-    server_state = () if cfg.server_compressor is None else \
-        parse_compressor(cfg.server_compressor).step(0).init(ops, jp)
-    return TrainState(jp, _to_backend(ops, optim.init(params)), states, server_state, 0, 0.0, 0)
-
-
-def _to_backend(ops, tree):
-    import jax
-
-    return jax.tree_util.tree_map(lambda a: ops.asarray(np.asarray(a)), tree)
-
-
-def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
-    """Sample order of an epoch: a permutation from the generator seeded (seed, epoch)."""
-    return np.random.default_rng([int(seed), int(epoch), 0x5EED]).permutation(n).astype(np.int32)
-
-
-class Batches:
-    """Index of the global batch at any step (stateless, so resumable)."""
-
-    def __init__(self, n: int, batch: int, seed: int):
-        if n < batch:
-            raise ValueError(f"training set has {n} samples, fewer than the global batch {batch}")
-        self.n, self.batch, self.seed = n, batch, seed
-        self.per_epoch = n // batch
-        self._epoch, self._perm = -1, None
-
-    def indices(self, t: int) -> np.ndarray:
-        e, i = divmod(t, self.per_epoch)
-        if e != self._epoch:
-            self._epoch, self._perm = e, epoch_order(self.seed, e, self.n)
-        return self._perm[i * self.batch:(i + 1) * self.batch]
-
-
-def wire_bytes(comp, params, t: int) -> int:
-    """Payload bytes one worker hands to the collectives at step t (the compressor's exchange plan)."""
-    return comp.step(t).payload_bytes(params)
-
-
-_COMPILED: dict = {}
-_MAX_COMPILED = 32
-
-
-class Trainer:
-    """Holds data, compiled steps (one per compressor phase) and the clock."""
-
-    def __init__(self, cfg: RunConfig, task: tasks.Task | None = None):
-        import jax.numpy as jnp
-
-        self.cfg = cfg
-        self.ops = get_ops(cfg.backend)
-        self.model = tasks.TASKS[cfg.task]
-        self.task = task or tasks.load(cfg.task, cfg.limit_train, cfg.limit_test)
-        self.comp = parse_compressor(cfg.compressor)
-        self.server = None if cfg.server_compressor is None else parse_compressor(cfg.server_compressor)
-        self.batches = Batches(len(self.task.x_train), cfg.batch, cfg.seed)
-        self.X, self.Y = jnp.asarray(self.task.x_train), jnp.asarray(self.task.y_train)
-        self.evaluate = step_mod.make_eval(self.model)
-        self._bytes: dict = {}
-        self._clock = None
-        self._template = models.init_params(self.model, cfg.seed)
-
-    # -- pieces ---------------------------------------------------------------
-    def clock(self) -> timing.Clock:
-        if self._clock is None:
-            cl = timing.cluster(self.cfg.cluster, self.cfg.bandwidth_gbit, self.cfg.workers)
-            coll = self.cfg.collective or ("ps" if self.server is not None else None)
-            self._clock = timing.Clock(self.model, self.cfg.compressor, self.cfg.workers, self.cfg.batch,
-                                       cl, coll, self.cfg.server_compressor)
-        return self._clock
-
-    def step_fn(self, t: int) -> Callable:
-        """The compiled step for the compressor phase at t (shared by every
-        Trainer with the same numerics, so repeated runs compile once)."""
-        cfg = self.cfg
-        key = (self.model, cfg.compressor, self.comp.phase_of(t), cfg.server_compressor,
-               None if self.server is None else self.server.phase_of(t), cfg.workers, cfg.backend,
-               cfg.lr, cfg.momentum, cfg.seed, cfg.grad_mode, cfg.exchange)
-        if key not in _COMPILED:
-            import jax
-
-            inner = step_mod.make_sync_step(
-                self.model, self.comp.step(t), cfg.workers, self.ops, lr=cfg.lr,
-                momentum=cfg.momentum, seed=cfg.seed,
-                server=None if self.server is None else self.server.step(t), grad_mode=cfg.grad_mode,
-                exchange_mode=cfg.exchange)
-            if len(_COMPILED) >= _MAX_COMPILED:
-                _COMPILED.pop(next(iter(_COMPILED)))
-            _COMPILED[key] = jax.jit(lambda p, o, s, ss, X, Y, idx, tt: inner(p, o, s, ss, X[idx], Y[idx], tt))
-        return _COMPILED[key]
-
-    def bytes_at(self, t: int) -> int:
-        key = self.comp.phase_of(t)
-        if key not in self._bytes:
-            self._bytes[key] = wire_bytes(self.comp, self._template, t)
-        return self._bytes[key]
-
-    def test_metrics(self, params) -> tuple[float, float]:
-        return self.evaluate(params, self.task.x_test, self.task.y_test)
-
-    # -- the loop ---------------------------------------------------------------
-    def run(self, state: TrainState | None = None, *, until: int | None = None,
-            writer: records.Writer | None = None, history: list | None = None,
-            progress: Callable[[records.Step], None] | None = None) -> RunResult:
-        """Train from ``state`` (fresh if None) up to step ``until`` (default cfg.steps)."""
-        cfg = self.cfg
-        state = init_state(cfg) if state is None else state
-        until = cfg.steps if until is None else min(until, cfg.steps)
-        history = list(history or [])
-        p, o, s, ss = state.params, state.opt, state.states, state.server_state
-        clock, sent = state.clock, state.bytes_sent
-        t0 = time.perf_counter()
-        for t in range(state.step, until):
-            idx = self.batches.indices(t)
-            p, o, s, ss, loss = self.step_fn(t)(p, o, s, ss, self.X, self.Y, idx, np.int32(t))
-            dt = self.clock().iteration(self.comp, t)
-            nbytes = self.bytes_at(t)
-            clock += dt
-            sent += nbytes
-            acc, extra = None, {"sim_clock_s": clock, "epoch": t // self.batches.per_epoch}
-            if (t + 1) % cfg.eval_every == 0 or t + 1 == cfg.steps:
-                test_loss, acc = self.test_metrics(p)
-                extra["test_loss"] = test_loss
-            rec = records.Step(t, dt, nbytes, float(loss), acc, extra)
-            history.append(rec)
-            if writer is not None:
-                writer.add(rec)
-            if progress is not None:
-                progress(rec)
-        wall = time.perf_counter() - t0
-        state = TrainState(p, o, s, ss, max(state.step, until), clock, sent)
-        return RunResult(cfg, state, history, summarize(cfg, history, wall))
-
-
-def time_to_accuracy(history, target: float | None) -> tuple[float | None, int | None]:
-    """(simulated seconds, step) at the first evaluation reaching ``target``;
-    (None, None) if never reached. Resolution: the evaluation interval."""
-    if target is None:
-        return None, None
-    for s in history:
-        if s.accuracy is not None and s.accuracy >= target:
-            return s.extra["sim_clock_s"], s.step
-    return None, None
-
-
-def summarize(cfg: RunConfig, history, wall_s: float) -> dict:
-    evals = [s for s in history if s.accuracy is not None]
-    last = evals[-1] if evals else None
-    tta, tta_step = time_to_accuracy(history, cfg.target_accuracy)
-    sim = history[-1].extra["sim_clock_s"] if history else 0.0
-    return {
-        "compressor": cfg.compressor, "workers": cfg.workers, "steps": len(history),
-        "final_accuracy": None if last is None else last.accuracy,
-        "final_test_loss": None if last is None else last.extra.get("test_loss"),
-        "final_train_loss": history[-1].loss if history else None,
-        "sim_time_s": sim, "time_per_iteration_s": sim / len(history) if history else None,
-        "bytes_per_worker": sum(s.bytes_sent for s in history),
-        "time_to_accuracy_s": tta, "time_to_accuracy_step": tta_step,
-        "target_accuracy": cfg.target_accuracy, "wall_s": wall_s,
-        "diverged": bool(history) and not math.isfinite(history[-1].loss),
-    }
+from kfsim.train.sync import (Batches, RunResult, Trainer, TrainState, epoch_order, init_state, meta,  # noqa: F401
+                              summarize, time_to_accuracy, wire_bytes)
 
 
 def run(cfg: RunConfig, *, record: str | None = None, task: tasks.Task | None = None,
         progress=None) -> RunResult:
     """Run a whole configuration (sync or async) and optionally write its run record."""
     if cfg.mode == "async":
-        from kfsim.train import async_replay
-
         return async_replay.run(cfg, record=record, task=task, progress=progress)
     trainer = Trainer(cfg, task)
     if record is None:
         return trainer.run(progress=progress)
     with records.Writer(record, "simulated", meta(cfg)) as w:
         return trainer.run(writer=w, progress=progress)
-
-
-def meta(cfg: RunConfig) -> dict:
-    d = cfg.to_dict()
-    d["model"] = tasks.TASKS[cfg.task]
-    return d

@@ -59,12 +59,12 @@ class StudyConfig(NamedTuple):
     cluster: str = timing.NODES
 
 
-def check_specs(specs: Sequence[str]) -> list[str]:
-    """Canonical spec strings; ValueError naming any unknown one."""
+def check_specs(specs: Sequence) -> list:
+    """The compressors of a study (specs parsed here, once); ValueError naming any unknown one."""
     out, bad = [], []
     for s in specs:
         try:
-            out.append(compressors.parse(s).spec)
+            out.append(compressors.parse(s))
         except ValueError as exc:
             bad.append(f"{s}: {exc}")
     if bad:
@@ -72,20 +72,18 @@ def check_specs(specs: Sequence[str]) -> list[str]:
     return out
 
 
-def ratio(spec: str, model: str) -> float:
+def ratio(comp, model: str) -> float:
     from kfsim.train import models
 
-    comp = compressors.parse(spec)
     shapes = models.get(model).shapes.values()
     dense = sum(math.prod(s) for s in shapes) * 32
     sent = sum(comp.wire_bits(s) for s in shapes)
     return dense / sent if sent else math.inf
 
 
-def iteration_times(spec: str, model: str, cfg: StudyConfig, bandwidth: float, steps: int) -> list[float]:
-    comp = compressors.parse(spec)
+def iteration_times(comp, model: str, cfg: StudyConfig, bandwidth: float, steps: int) -> list[float]:
     cl = timing.cluster(cfg.cluster, bandwidth, cfg.workers)
-    clock = timing.Clock(model, spec, cfg.workers, cfg.batch, cl)
+    clock = timing.Clock(model, cfg.workers, cfg.batch, cl)
     return [clock.iteration(comp, t) for t in range(steps)]
 
 
@@ -94,36 +92,37 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
     and one run record per compressor under ``runs/``; return the rows."""
     out = Path(out_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    canon = check_specs(cfg.specs)
-    specs = list(cfg.specs)
-    if compressors.parse(BASELINE).spec not in canon:
-        specs = [BASELINE] + specs  # differences and speedups need the baseline
+    comps = check_specs(cfg.specs)
+    baseline = compressors.parse(BASELINE)
+    if baseline.spec not in [c.spec for c in comps]:
+        comps = [baseline] + comps  # differences and speedups need the baseline
     if not cfg.bandwidths:
         raise ValueError("study needs at least one bandwidth")
     task = tasks.load(cfg.task, None, cfg.limit_test)
     model = tasks.TASKS[cfg.task]
     rows, curves = [], {}
-    for i, spec in enumerate(specs):
-        rc = RunConfig(task=cfg.task, compressor=spec, workers=cfg.workers, batch=cfg.batch, steps=cfg.steps,
+    for i, comp in enumerate(comps):
+        spec = comp.spec
+        rc = RunConfig(task=cfg.task, compressor=comp, workers=cfg.workers, batch=cfg.batch, steps=cfg.steps,
                        lr=cfg.lr, momentum=cfg.momentum, seed=cfg.seed, eval_every=cfg.eval_every,
                        limit_test=cfg.limit_test, target_accuracy=cfg.target_accuracy, cluster=cfg.cluster,
                        bandwidth_gbit=cfg.bandwidths[0])
         t0 = time.perf_counter()
         res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{_slug(spec)}.jsonl"), task=task)
-        row = {"compressor": spec, "ratio": ratio(spec, model),
+        row = {"compressor": spec, "ratio": ratio(comp, model),
                "final_accuracy": res.summary["final_accuracy"],
                "final_train_loss": res.summary["final_train_loss"],
                "diverged": res.summary["diverged"], "tta_step": res.summary["time_to_accuracy_step"]}
         for b in cfg.bandwidths:
-            times = iteration_times(spec, model, cfg, b, len(res.steps))
+            times = iteration_times(comp, model, cfg, b, len(res.steps))
             row[f"iter_s@{b:g}G"] = sum(times) / len(times)
             row[f"tta_s@{b:g}G"] = None if row["tta_step"] is None else sum(times[:row["tta_step"] + 1])
             curves.setdefault(b, {})[spec] = _curve(res.steps, times)
         row["wall_s"] = time.perf_counter() - t0
         rows.append(row)
-        log(f"[{i + 1}/{len(specs)}] {spec}: accuracy {row['final_accuracy']:.4f}, ratio {row['ratio']:.1f}x, "
+        log(f"[{i + 1}/{len(comps)}] {spec}: accuracy {row['final_accuracy']:.4f}, ratio {row['ratio']:.1f}x, "
             f"{row['wall_s']:.0f}s wall")
-    base = next(r for r in rows if compressors.parse(r["compressor"]).spec == compressors.parse(BASELINE).spec)
+    base = next(r for r in rows if r["compressor"] == baseline.spec)
     for r in rows:
         r["accuracy_diff"] = r["final_accuracy"] - base["final_accuracy"]
         for b in cfg.bandwidths:

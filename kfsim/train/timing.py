@@ -62,11 +62,11 @@ def cluster(name: str = "seed", bandwidth_gbit: float | None = None, workers: in
 class Clock:
     """Per-iteration simulated time of a synchronous run (cached per compressor phase)."""
 
-    def __init__(self, model: str, spec, workers: int, batch: int, cl, collective: str | None = None,
-                 server_spec: str | None = None):
+    def __init__(self, model: str, workers: int, batch: int, cl, collective: str | None = None,
+                 server=None):
         self.profile = model_profile(model, max(1, batch // workers))
-        self.spec, self.workers, self.cluster, self.collective = spec, workers, cl, collective
-        self.server_spec = server_spec
+        self.workers, self.cluster, self.collective = workers, cl, collective
+        self.server = server  # the parameter server's reply compressor, if any
         self._cache: dict = {}
 
     def breakdown(self, comp, step: int):
@@ -81,12 +81,12 @@ class Clock:
 
     def iteration(self, comp, step: int) -> float:
         t = float(self.breakdown(comp, step).total_s)
-        if self.server_spec is not None:
-            t += reply_time(self.profile, self.cluster, self.server_spec, self.workers)
+        if self.server is not None:
+            t += reply_time(self.profile, self.cluster, self.server, self.workers)
         return t
 
 
-def reply_time(profile, cl, server_spec: str, workers: int) -> float:
+def reply_time(profile, cl, server, workers: int) -> float:
     """Extra time of a compressed server reply: the server sends the
     compressed mean to each of p workers over its link, p * bytes / bandwidth
     (the dense reply is already in the parameter-server collective's cost,
@@ -94,7 +94,7 @@ def reply_time(profile, cl, server_spec: str, workers: int) -> float:
     from kfsim.sim.predict import wire_bytes
 
     dense = float(sum(math.prod(s) for s in profile.tensor_shapes) * 4)
-    comp_bytes = wire_bytes(profile, server_spec)
+    comp_bytes = wire_bytes(profile, server)
     return max(0.0, workers * (comp_bytes - dense) / cl.inter.bandwidth)
 
 
@@ -105,15 +105,15 @@ class AsyncCosts(NamedTuple):
     pull_s: float     # fetching parameters after an update
 
 
-def async_costs(model: str, spec: str, workers: int, batch: int, cl) -> AsyncCosts:
+def async_costs(model: str, comp, workers: int, batch: int, cl) -> AsyncCosts:
     from kfsim.sim.predict import predict_iteration, wire_bytes
 
     prof = model_profile(model, max(1, batch // workers))
-    b = predict_iteration(prof, cl, spec, 1, batch_per_worker=prof.batch)
-    enc = predict_iteration(prof, cl, spec, max(2, workers), batch_per_worker=prof.batch).codec_s
+    b = predict_iteration(prof, cl, comp, 1, batch_per_worker=prof.batch)
+    enc = predict_iteration(prof, cl, comp, max(2, workers), batch_per_worker=prof.batch).codec_s
     dense = float(sum(math.prod(s) for s in prof.tensor_shapes) * 4)
     bw = cl.inter.bandwidth * cl.inter.efficiency
-    return AsyncCosts(float(b.compute_s + enc), float(cl.inter.latency), wire_bytes(prof, spec) / bw,
+    return AsyncCosts(float(b.compute_s + enc), float(cl.inter.latency), wire_bytes(prof, comp) / bw,
                       float(cl.inter.latency + dense / bw))
 
 
