@@ -23,6 +23,11 @@ Two consumers:
 worker's encode (every round) and the decode of n workers' payloads, split in
 two equation lists (:class:`CodecProgram`).
 
+The pieces: :mod:`compressors.traced` (``Var``, ``Eqn``, ``LoweringError``,
+static indexing, :func:`reference_fn`), :mod:`compressors.tracing_ops`
+(``TracingOps``) and, here, :class:`Program` and :func:`trace_codec`; every
+name is importable from this module.
+
 Anything a program cannot hold fails here, at trace time, with a
 :class:`LoweringError` naming the construct and the compressor: an op not in
 the namespace, ``bool(x)``/``float(x)`` on a traced value (data-dependent
@@ -30,164 +35,13 @@ Python control flow), ``np.asarray(x)``, unsupported indexing.
 """
 from __future__ import annotations
 
-import inspect
-import operator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from compressors.ops import FUSED_NAMES, OP_NAMES, Fused
-
-
-class LoweringError(ValueError):
-    """A compressor uses something a traced program cannot hold (and so no
-    compiled lowering can compile)."""
-
-
-class Eqn(NamedTuple):
-    op: str
-    args: tuple      # Vars, Python scalars, tuples/lists of Vars, NumPy constants
-    attrs: dict      # static attributes (k, shape, axis, dtype, ...)
-    outs: tuple      # output Vars (flattened)
-    out_tree: Any    # "one" | "tuple"
-
-
-BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-          "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
-          "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-          "eq": operator.eq, "ne": operator.ne, "and": operator.and_, "or": operator.or_,
-          "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift}
-UNARY = {"neg": operator.neg, "invert": operator.invert}
-COMM_OPS = ("comm_sum", "comm_gather")   # a lowering's traced collectives (attrs: n)
-
-
-class Var:
-    """A traced array: static shape and dtype, no value."""
-
-    __slots__ = ("prog", "id", "shape", "dtype", "const", "origin")
-    __array_priority__ = 1000
-
-    def __init__(self, prog, id, shape, dtype, const=None, origin=None):
-        self.prog, self.id, self.shape, self.dtype = prog, id, tuple(shape), np.dtype(dtype)
-        self.const = const      # a known NumPy value (key arithmetic is folded)
-        self.origin = origin    # "worker"/"shared" for keys (fast RNG mode)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
-
-    def __repr__(self):
-        return f"Var(v{self.id}: {self.dtype.name}{list(self.shape)})"
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of a 0-d traced array")
-        return self.shape[0]
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-
-    def __getitem__(self, idx):
-        return self.prog.bind("getitem", (self,), {"index": _static_index(self, idx)})
-
-    def _fail(self, what):
-        raise LoweringError(f"{self.prog.who}: {what} on a traced array {self!r} (data-dependent Python "
-                            "control flow or host conversion cannot be compiled; use ops.where / static shapes)")
-
-    def __bool__(self):
-        self._fail("bool()")
-
-    def __float__(self):
-        self._fail("float()")
-
-    def __int__(self):
-        self._fail("int()")
-
-    def __index__(self):
-        self._fail("use as a Python index")
-
-    def __array__(self, *a, **k):
-        self._fail("conversion to NumPy")
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise LoweringError(f"{self.prog.who}: attribute .{name} of a traced array is not part of the ops "
-                            "namespace's array protocol (use ops.<op>)")
-
-    __hash__ = object.__hash__
-
-
-def _binary(name):
-    def method(self, other):
-        return self.prog.bind(name, (self, other), {})
-
-    def rmethod(self, other):
-        return self.prog.bind(name, (other, self), {})
-    return method, rmethod
-
-
-for _name in BINARY:
-    _m, _r = _binary(_name)
-    setattr(Var, f"__{_name}__", _m)
-    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Var, f"__r{_name}__", _r)
-for _name in UNARY:
-    setattr(Var, f"__{_name}__", (lambda n: lambda self: self.prog.bind(n, (self,), {}))(_name))
-
-
-def _static_index(var, idx):
-    items = idx if isinstance(idx, tuple) else (idx,)
-    out = []
-    for it in items:
-        if isinstance(it, (bool, np.bool_)) or not isinstance(it, (int, np.integer, slice)):
-            raise LoweringError(f"{var.prog.who}: index {idx!r} — only static ints and slices index traced arrays")
-        if isinstance(it, slice):
-            for part in (it.start, it.stop, it.step):
-                if part is not None and not isinstance(part, (int, np.integer)):
-                    raise LoweringError(f"{var.prog.who}: slice {it!r} with a non-static bound")
-            out.append(slice(it.start, it.stop, it.step))
-        else:
-            out.append(int(it))
-    if len(out) > var.ndim:
-        raise LoweringError(f"{var.prog.who}: too many indices {idx!r} for {var!r}")
-    return tuple(out)
-
-
-_FUSED_PARAMS = {name: tuple(inspect.signature(getattr(Fused, name)).parameters)[1:] for name in FUSED_NAMES}
-
-
-def reference_fn(op: str, attrs: dict, reference):
-    """The function of the reference binding ``reference`` (an ``Ops`` on JAX
-    arrays) that computes equation ``op`` with ``attrs``; its ``jax.eval_shape``
-    gives the output avals, and calling it evaluates the equation."""
-    import jax.numpy as jnp
-
-    if op in BINARY:
-        return BINARY[op]
-    if op in UNARY:
-        return UNARY[op]
-    if op == "getitem":
-        return lambda x: x[attrs["index"]]
-    if op == "asarray":
-        return lambda: jnp.asarray(attrs["value"])
-    if op == "comm_sum":
-        return lambda x: x
-    if op == "comm_gather":
-        return lambda x: jnp.stack([x] * attrs["n"])
-    if op == "scatter_add":
-        return lambda idx, vals: reference.scatter_add(attrs["size"], idx, vals)
-    fn = getattr(reference, op)
-    if "arg_names" in attrs:  # a fused op recorded whole: arrays positional, the rest static
-        names = attrs["arg_names"]
-        params = _FUSED_PARAMS[op]
-
-        def call(*arrays):
-            given = dict(zip(names, arrays))
-            return fn(*[given[p] if p in given else attrs[p] for p in params if p in given or p in attrs])
-        return call
-    kw = {k: v for k, v in attrs.items() if k not in ("origin", "site")}
-    return lambda *a: fn(*a, **kw)
+from compressors.traced import (BINARY, COMM_OPS, UNARY, Eqn, LoweringError, Var, has_var,  # noqa: F401
+                                reference_fn, static_index, vars_of)
+from compressors.tracing_ops import TracingOps  # noqa: F401  (re-exported)
 
 
 class Program:
@@ -232,7 +86,7 @@ class Program:
         key = _shape_key(op, args, attrs, self.reference)
         found = _SHAPES.get(key) if key is not None else None
         if found is None:
-            arr_pos = [i for i, a in enumerate(args) if _has_var(a)]
+            arr_pos = [i for i, a in enumerate(args) if has_var(a)]
             specs = [spec(args[i]) for i in arr_pos]
             fn = self.reference_fn(op, attrs)
 
@@ -294,186 +148,6 @@ def _shape_key(op, args, attrs, reference):
     except TypeError:
         return None
 
-
-def _has_var(a) -> bool:
-    if isinstance(a, Var):
-        return True
-    if isinstance(a, (list, tuple)):
-        return any(_has_var(x) for x in a)
-    return False
-
-
-def vars_of(a):
-    """Every Var in an argument (a Var, or nested tuples/lists of them)."""
-    if isinstance(a, Var):
-        yield a
-    elif isinstance(a, (list, tuple)) and not isinstance(a, np.ndarray):
-        for x in a:
-            yield from vars_of(x)
-
-
-class TracingOps(Fused):
-    """An ``Ops`` that records calls into a :class:`Program`.
-
-    ``record_fused``: False (the lowering) traces a fused op through its
-    defining composition; True (the cost model) records it as one equation
-    named after it, its static arguments in ``attrs`` and the names of its
-    array arguments in ``attrs["arg_names"]``."""
-
-    name = "trace"
-
-    def __init__(self, prog: Program, *, record_fused: bool = False):
-        self._prog = prog
-        self.record_fused = record_fused
-
-    def _unknown(self, op):
-        return (f"{self._prog.who}: op {op!r} is not in the ops namespace "
-                f"(known: {', '.join(OP_NAMES)}); a traced program cannot hold it")
-
-    def __getattr__(self, op):
-        if op.startswith("__") or op in ("_prog", "record_fused"):
-            raise AttributeError(op)
-        raise LoweringError(self._unknown(op))
-
-    def _b(self, op, args, **attrs):
-        return self._prog.bind(op, args, attrs)
-
-    # creation (constants are folded into NumPy where static)
-    def asarray(self, x, dtype=None):
-        if isinstance(x, Var):
-            return x if dtype is None else self.astype(x, dtype)
-        import jax.numpy as jnp
-        val = np.asarray(jnp.asarray(x, dtype=dtype))
-        return self._prog.bind("asarray", (), {"value": val}, const=val)
-
-    def zeros(self, shape, dtype):
-        return self._b("zeros", (), shape=tuple(int(s) for s in shape), dtype=np.dtype(dtype))
-
-    def full(self, shape, value, dtype):
-        if isinstance(value, Var):
-            raise LoweringError(f"{self._prog.who}: ops.full with a traced value (use ops.where or *)")
-        return self._b("full", (), shape=tuple(int(s) for s in shape), value=value, dtype=np.dtype(dtype))
-
-    def arange(self, n):
-        return self._b("arange", (), n=int(n))
-
-    def reshape(self, x, shape):
-        return self._b("reshape", (x,), shape=tuple(int(s) for s in shape))
-
-    def concatenate(self, xs, axis=0):
-        return self._b("concatenate", (tuple(xs),), axis=int(axis))
-
-    def stack(self, xs):
-        return self._b("stack", (tuple(xs),))
-
-    def pad(self, x, after):
-        return self._b("pad", (x,), after=int(after))
-
-    def transpose(self, x):
-        return self._b("transpose", (x,))
-
-    def astype(self, x, dtype):
-        return self._b("astype", (x,), dtype=np.dtype(dtype))
-
-    def bitcast(self, x, dtype):
-        return self._b("bitcast", (x,), dtype=np.dtype(dtype))
-
-    def sum(self, x, axis=None):
-        return self._b("sum", (x,), axis=axis)
-
-    def max(self, x, axis=None):
-        return self._b("max", (x,), axis=axis)
-
-    def top_k(self, x, k):
-        return self._b("top_k", (x,), k=int(k))
-
-    def gather(self, x, idx):
-        return self._b("gather", (x, idx))
-
-    def scatter_add(self, size, idx, vals):
-        return self._b("scatter_add", (idx, vals), size=int(size))
-
-    def nonzero(self, mask, capacity):
-        return self._b("nonzero", (mask,), capacity=int(capacity))
-
-    # keys: static key arithmetic is folded to constants with the reference binding
-    def _const_key(self, val, origin=None):
-        val = np.asarray(val)
-        return self._prog.bind("asarray", (), {"value": val}, origin=origin, const=val)
-
-    def key(self, seed):
-        if isinstance(seed, Var):
-            raise LoweringError(f"{self._prog.who}: ops.key needs a static int seed")
-        return self._const_key(self._prog.reference.key(seed))
-
-    def fold_in(self, key, data):
-        origin = getattr(key, "origin", None)
-        if isinstance(key, Var) and key.const is not None and not isinstance(data, Var):
-            return self._const_key(self._prog.reference.fold_in(key.const, data), origin)
-        if not isinstance(data, Var):
-            data = self.asarray(np.uint32(np.int64(data) & 0xFFFFFFFF))
-        return self._prog.bind("fold_in", (key, data), {}, origin=origin)
-
-    def random_bits(self, key, shape):
-        self._prog.rng_sites += 1
-        return self._b("random_bits", (key,), shape=tuple(int(s) for s in shape),
-                       origin=getattr(key, "origin", None), site=self._prog.rng_sites)
-
-    def uniform(self, key, shape):
-        self._prog.rng_sites += 1
-        return self._b("uniform", (key,), shape=tuple(int(s) for s in shape),
-                       origin=getattr(key, "origin", None), site=self._prog.rng_sites)
-
-    def pack_bits(self, codes, bits):
-        return self._b("pack_bits", (codes,), bits=int(bits))
-
-    def unpack_bits(self, words, bits, count):
-        return self._b("unpack_bits", (words,), bits=int(bits), count=int(count))
-
-
-def _elementwise(name, nargs):
-    def method(self, *args):
-        if len(args) != nargs:
-            raise LoweringError(f"{self._prog.who}: ops.{name} takes {nargs} arrays")
-        return self._prog.bind(name, tuple(args), {})
-    return method
-
-
-for _op, _n in (("abs", 1), ("sign", 1), ("sqrt", 1), ("floor", 1), ("isfinite", 1), ("maximum", 2),
-                ("minimum", 2), ("where", 3), ("frexp", 1), ("ldexp", 2), ("matmul", 2)):
-    setattr(TracingOps, _op, _elementwise(_op, _n))
-
-
-def _fused(name):
-    composed = getattr(Fused, name)
-    sig = inspect.signature(composed)
-
-    def method(self, *args, **kwargs):
-        if not self.record_fused:
-            return composed(self, *args, **kwargs)
-        bound = sig.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        arrays, names, static = [], [], {}
-        for pname, value in list(bound.arguments.items())[1:]:
-            if _has_var(value):
-                arrays.append(value)
-                names.append(pname)
-            else:
-                static[pname] = value
-        if name in BINARY and not static:  # Fused.add is the + operator: record it as one
-            return self._prog.bind(name, tuple(arrays), {})
-        return self._prog.bind(name, tuple(arrays), {**static, "arg_names": tuple(names)})
-
-    method.__name__ = name
-    method.__doc__ = composed.__doc__
-    return method
-
-
-for _op in FUSED_NAMES:
-    setattr(TracingOps, _op, _fused(_op))
-
-missing = set(OP_NAMES) - {n for n in dir(TracingOps) if not n.startswith("_")}
-assert not missing, f"TracingOps lacks {missing}"
 
 
 # ---------------------------------------------------------------------------------------------

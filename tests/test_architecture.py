@@ -11,67 +11,21 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("compressors", "backends", "kfsim")
-ALLOWED = {"compressors": set(), "backends": {"compressors"}, "kfsim": {"compressors", "backends"}}
+from kfsim.devtools import layout
+from kfsim.devtools.layout import ALLOWED, PACKAGES, ROOT, imports, module_name, sources
+
 MAX_LINES = 400
-
-
-def sources(*tops: str):
-    for top in tops:
-        for path in sorted((ROOT / top).rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                yield path
-
-
-def module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports(path: Path):
-    """(imported module, imported names, line) for every import in the file."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    pkg = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                yield a.name, (), node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                base = ".".join(up + ([base] if base else []))
-            yield base, tuple(a.name for a in node.names), node.lineno
-
-
-def our_modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sources(*PACKAGES)}
-
-
-def resolve(name: str, names: tuple, mods: dict) -> list[str]:
-    """Our modules an import statement depends on."""
-    out = []
-    for n in names:
-        if f"{name}.{n}" in mods:
-            out.append(f"{name}.{n}")
-    if name in mods and (not out or len(out) < len(names)):
-        out.append(name)
-    return out
 
 
 def test_layers():
     bad = []
     for path in sources(*PACKAGES):
         top = module_name(path).split(".")[0]
-        for name, _, line in imports(path):
+        for imp in imports(path):
+            name, line = imp.target, imp.line
             dep = name.split(".")[0]
             if dep in PACKAGES and dep != top and dep not in ALLOWED[top]:
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {name} ({top} may not import {dep})")
@@ -79,40 +33,24 @@ def test_layers():
 
 
 def test_no_import_cycles():
-    mods = our_modules()
-    graph = {m: set() for m in mods}
-    for m, path in mods.items():
-        for name, names, _ in imports(path):
-            for dep in resolve(name, names, mods):
-                if dep != m and not m.startswith(dep + ".") and not (mods[m].name == "__init__.py"
-                                                                     and dep.startswith(m + ".")):
-                    graph[m].add(dep)
-    # a package's __init__ importing its own submodules is not a cycle through them
-    state: dict[str, int] = {}
-    stack: list[str] = []
-    cycles = []
+    found = layout.cycles(layout.graph())
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
-    def visit(m):
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(graph.get(m, ())):
-            if state.get(d) == 1:
-                cycles.append(" -> ".join(stack[stack.index(d):] + [d]))
-            elif d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
 
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
-    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+def test_the_architecture_picture_is_current():
+    """docs/img/architecture.* are generated from the import graph; regenerate with
+    ``python -m kfsim.devtools.architecture`` when this fails."""
+    from kfsim.devtools.architecture import edge_list
+
+    assert (ROOT / "docs/img/architecture.txt").read_text() == edge_list()
+    assert (ROOT / "docs/img/architecture.png").stat().st_size > 10_000
 
 
 def test_no_private_names_imported_across_modules():
     bad = []
     for path in sources(*PACKAGES, "tests", "benchmarks"):
-        for name, names, line in imports(path):
+        for imp in imports(path):
+            name, names, line = imp.target, imp.names, imp.line
             if name.split(".")[0] not in PACKAGES:
                 continue
             for n in names:

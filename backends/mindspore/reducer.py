@@ -28,8 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from backends.mindspore.lower import (Emitter, to_ms, to_np, build_cell, emit, program_cell,
-                                      trace_exchange, trace_init)
+from backends.mindspore.emit import Emitter, build_cell, emit, live_eqns, program_cell
+from backends.mindspore.exchange import trace_exchange, trace_init
+from backends.mindspore.lower import to_ms, to_np
 from backends.mindspore.trace import LoweringError
 from compressors.core import Compressor, Law
 
@@ -59,7 +60,6 @@ def check_compatible(comp, avals, collective: str = "auto") -> None:
 
 def check_lowerable(comp, avals, n: int = 2) -> None:
     """Trace the protocol (no MindSpore needed) and check every op has a rule."""
-    from backends.mindspore.lower import live_eqns
     from backends.mindspore.rules import RULES
     comp = _parse(comp)
     t = trace_exchange(comp, avals, n=n, ranks=[0], seed=0, comm="collective", who=f"compressor {comp.spec!r}")
@@ -113,8 +113,8 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     init_vals = initial_state(comp, vals, seed=seed, rng=rng) if fresh else [np.asarray(s) for s in state]
     em = Emitter(who, rng, rank, seed)
     lines = [f"{em.name(v)} = grads[{i}]" for i, v in enumerate(t.grads[0])]
-    for j, v in enumerate(t.state_in[0]):
-        em.objs[f"s{j}"] = Parameter(to_ms(init_vals[j]), name=f"{prefix}.state.{j}", requires_grad=False)
+    for j, (v, name) in enumerate(zip(t.state_in[0], state_names(t, params))):
+        em.objs[f"s{j}"] = Parameter(to_ms(init_vals[j]), name=f"{prefix}.state.{name}", requires_grad=False)
         lines.append(f"{em.name(v)} = self.s{j}")
     em.objs["step"] = Parameter(ms.Tensor(np.int32(step)), name=f"{prefix}.step", requires_grad=False)
     em.objs["one"] = ms.Tensor(np.int32(1))
@@ -133,6 +133,22 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     cell.wire_bytes = t.plan.payload_bytes
     cell.collectives = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
     return cell
+
+
+def state_names(traced, params: Sequence) -> list[str]:
+    """A name per flattened state array: the gradient's parameter name (or its
+    index) and the state's field path, e.g. ``fc1.weight.residual`` — so a
+    checkpoint keys compressor state by tensor and field, not by position."""
+    import jax.tree_util as jtu
+
+    from compressors.state import SEP, named_leaves
+    tensors = [str(getattr(p, "name", i)) for i, p in enumerate(params)]
+    state = jtu.tree_unflatten(traced.state_tree, traced.state_in[0])
+    names = []
+    for path, _ in named_leaves(state):
+        head, _, rest = path.partition(SEP)
+        names.append(".".join([tensors[int(head)]] + ([rest.replace(SEP, ".")] if rest else [])))
+    return names
 
 
 def reducer_state(cell) -> list:

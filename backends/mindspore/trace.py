@@ -2,8 +2,8 @@
 
 The tracer itself is backend-neutral and lives in :mod:`compressors.program`
 (:class:`Var`, :class:`Eqn`, :class:`Program`, :class:`TracingOps`,
-:class:`LoweringError`, static indexing); every name is re-exported here, so
-``from backends.mindspore.trace import X`` keeps working. What is specific to
+:class:`LoweringError`, static indexing); the names the lowering uses are
+re-exported here, so ``from backends.mindspore.trace import X`` keeps working. What is specific to
 the MindSpore lowering:
 
 * the reference binding is JAX (``backends.jax``): :class:`Program` binds it
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compressors.program import (BINARY, COMM_OPS, UNARY, Eqn, LoweringError, Var, _has_var,  # noqa: F401
-                                 _static_index, reference_fn)
+from compressors.program import BINARY, COMM_OPS, UNARY, Eqn, LoweringError, Var, reference_fn  # noqa: F401
 from compressors.program import Program as _Program
 from compressors.program import TracingOps as _TracingOps
 from compressors.ops import OP_NAMES

@@ -3,7 +3,7 @@
 ``nodes × gpus_per_node`` is the cluster's own size; a sweep over workers
 grows or shrinks it node by node (p workers use ⌈p / gpus_per_node⌉ nodes).
 A *cluster profile* (``kfsim calibrate``) is the same object with measured
-links, measured compute time per model, measured codec throughputs and a
+links, measured compute time per model, measured codec-kernel constants and a
 named collective, stored in a TOML/YAML file (see :mod:`kfsim.catalog.config`).
 """
 from __future__ import annotations
@@ -26,13 +26,40 @@ class Topology(NamedTuple):
 
 
 class Codec(NamedTuple):
-    """Measured or assumed encode/decode throughput of one compressor family
-    (bytes of fp32 gradient per second; ``gather_decode`` per received byte)."""
+    """Measured codec-kernel constants that override the device profile.
 
-    family: str
-    encode: float
-    decode: float
-    gather_decode: float | None = None
+    Per cost class of ``compressors.cost`` (elementwise, reduction, matmul,
+    select, gather/scatter, rng, pack): the bytes/s (read + written) one op of
+    that class moves — replacing ``device.achievable_bw / device.factor(class)``
+    — and the per-op overhead in seconds (replacing ``device.launch_s``).
+    ``None`` keeps the device's value. No compressor is named: every
+    compressor's cost comes from its own op program (``kfsim.sim.codec``)."""
+
+    elementwise: float | None = None
+    reduction: float | None = None
+    matmul: float | None = None
+    select: float | None = None
+    gather_scatter: float | None = None
+    rng: float | None = None
+    pack: float | None = None
+    op_overhead: float | None = None
+    source: str = ""
+
+    def rate(self, cls: str) -> float | None:
+        """bytes/s of cost class ``cls`` (``"gather/scatter"`` or ``gather_scatter``), or None."""
+        return getattr(self, cls.replace("/", "_"))
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in self[:8])
+
+    def __call__(self, family: str):  # the old ``cluster.codec(family)`` look-up
+        raise TypeError(f"per-compressor codec throughputs (cluster.codec({family!r})) were removed: "
+                        "the simulator derives a compressor's codec cost from its op program; "
+                        "cluster.codec holds per-op-class constants (cluster.codec.select, ...)")
+
+
+CODEC_CLASSES = ("elementwise", "reduction", "matmul", "select", "gather_scatter", "rng", "pack")
 
 
 class Cluster(NamedTuple):
@@ -45,7 +72,7 @@ class Cluster(NamedTuple):
     topology: Topology = Topology()
     collective: str = "ring"
     interference: float = 1.0       # λ: backward slowdown while communicating (Agarwal et al. 2022: 1.04–1.1)
-    codecs: tuple[Codec, ...] = ()  # overrides of the default codec model
+    codec: Codec = Codec()          # measured codec-kernel constants overriding the device profile
     compute_s: tuple[tuple[str, float], ...] = ()  # measured compute per iteration, per model name
     servers: int | None = None      # dedicated parameter servers (collective "ps"); None = co-located
     gamma: float | None = None      # reduction s/byte; None = 3 / device.mem_bw
@@ -54,12 +81,6 @@ class Cluster(NamedTuple):
     @property
     def workers(self) -> int:
         return self.nodes * self.gpus_per_node
-
-    def codec(self, family: str) -> Codec | None:
-        for c in self.codecs:
-            if c.family == family:
-                return c
-        return None
 
     def measured_compute(self, model: str) -> float | None:
         for name, t in self.compute_s:

@@ -21,10 +21,11 @@ Example (all sections optional)::
     interference = 1.05
     topology = { kind = "leaf-spine", nodes_per_leaf = 8, oversubscription = 2 }
 
-    [codec.topk]                           # measured codec throughput (GB/s of fp32 gradient)
-    encode_gbs = 0.8
-    decode_gbs = 3.0
-    gather_decode_gbs = 1.5
+    [codec]                                # measured codec-kernel constants (override the device's)
+    elementwise_gbs = 800                  # GB/s (read + written) per op class
+    select_gbs = 60
+    gather_scatter_gbs = 200
+    op_overhead_us = 6                     # per-op launch/dispatch overhead
 
     [compute_s]                            # measured compute seconds per iteration at the model's batch
     "bert-large" = 0.081
@@ -40,6 +41,9 @@ Example (all sections optional)::
     peak_tflops = 0.2
     mem_bw_gbs = 20
     mfu = 0.5
+    stream_bw_gbs = 15                     # achievable bandwidth of codec kernels (default 0.85 × mem_bw)
+    launch_us = 2                          # per-op dispatch overhead (default 5 µs, a GPU launch)
+    codec_factors = { select = 4.0 }       # time multiplier per op class (defaults in kfsim.catalog.devices)
 
     [[links]]
     name = "lab-ethernet"
@@ -55,19 +59,20 @@ Example (all sections optional)::
 from __future__ import annotations
 
 import json
-import math
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from kfsim import catalog
-from kfsim.catalog.cluster import Cluster, Codec, Topology
-from kfsim.catalog.devices import Accelerator
+from kfsim.catalog.cluster import CODEC_CLASSES, Cluster, Codec, Topology
+from kfsim.catalog.devices import DEFAULT_FACTORS, GPU_LAUNCH_S, Accelerator
 from kfsim.catalog.links import Link
 from kfsim.catalog.models import ModelProfile
+from kfsim.catalog.writer import cluster_dict, codec_dict, dump_profile, to_toml  # noqa: F401  (re-exported)
 
 
 class _Strict(BaseModel):
@@ -81,10 +86,31 @@ class DeviceCfg(_Strict):
     mfu: float = Field(0.4, gt=0, le=1)
     fp32_tflops: float | None = Field(None, gt=0)
     source: str = "user config"
+    stream_bw_gbs: float | None = Field(None, gt=0, description="achievable GB/s of codec kernels")
+    fp16_tflops: float | None = Field(None, gt=0)
+    bf16_tflops: float | None = Field(None, gt=0)
+    launch_us: float = Field(GPU_LAUNCH_S * 1e6, ge=0, description="per-op launch/dispatch overhead, µs")
+    codec_factors: dict[str, float] = Field(default_factory=dict)
+    codec_source: str = ""
+
+    @field_validator("codec_factors")
+    @classmethod
+    def _factors(cls, v):
+        for k, f in v.items():
+            if k.replace("_", "/") not in DEFAULT_FACTORS:
+                raise ValueError(f"unknown op class {k!r} (known: {', '.join(CODEC_CLASSES)})")
+            if not f > 0:
+                raise ValueError(f"factor of {k!r} must be > 0, got {f}")
+        return v
 
     def build(self) -> Accelerator:
+        t = lambda x: None if x is None else x * 1e12  # noqa: E731
         return Accelerator(self.name, self.peak_tflops * 1e12, self.mem_bw_gbs * 1e9, self.mfu,
-                           None if self.fp32_tflops is None else self.fp32_tflops * 1e12, self.source)
+                           t(self.fp32_tflops), self.source,
+                           None if self.stream_bw_gbs is None else self.stream_bw_gbs * 1e9,
+                           t(self.fp16_tflops), t(self.bf16_tflops), self.launch_us / 1e6,
+                           tuple(sorted((k.replace("_", "/"), float(f)) for k, f in self.codec_factors.items())),
+                           self.codec_source)
 
 
 class LinkCfg(_Strict):
@@ -145,9 +171,28 @@ class ClusterCfg(_Strict):
 
 
 class CodecCfg(_Strict):
-    encode_gbs: float = Field(gt=0)
-    decode_gbs: float = Field(gt=0)
-    gather_decode_gbs: float | None = Field(None, gt=0)
+    """Per-op-class codec constants (GB/s read + written; per-op overhead in µs)."""
+
+    elementwise_gbs: float | None = Field(None, gt=0)
+    reduction_gbs: float | None = Field(None, gt=0)
+    matmul_gbs: float | None = Field(None, gt=0)
+    select_gbs: float | None = Field(None, gt=0)
+    gather_scatter_gbs: float | None = Field(None, gt=0)
+    rng_gbs: float | None = Field(None, gt=0)
+    pack_gbs: float | None = Field(None, gt=0)
+    op_overhead_us: float | None = Field(None, ge=0)
+    source: str = ""
+
+    def build(self) -> Codec:
+        g = lambda x: None if x is None else x * 1e9  # noqa: E731
+        return Codec(*[g(getattr(self, f"{c}_gbs")) for c in CODEC_CLASSES],
+                     None if self.op_overhead_us is None else self.op_overhead_us / 1e6, self.source)
+
+
+LEGACY_CODEC = ("{where}: {tables} — per-compressor codec throughputs are no longer used and were "
+                "ignored: the simulator derives every compressor's encode/decode cost from its own op program "
+                "on the device profile. A [codec] table may give per-op-class constants instead "
+                "(elementwise_gbs, select_gbs, ..., op_overhead_us); `kfsim calibrate` writes them.")
 
 
 class ScaleCfg(_Strict):
@@ -183,12 +228,27 @@ class Config(_Strict):
     name: str = "custom"
     source: str = "user config"
     cluster: ClusterCfg = ClusterCfg()
-    codec: dict[str, CodecCfg] = Field(default_factory=dict)
+    codec: CodecCfg = CodecCfg()
     compute_s: dict[str, float] = Field(default_factory=dict)
     models: list[ModelCfg] = Field(default_factory=list)
     devices: list[DeviceCfg] = Field(default_factory=list)
     links: list[LinkCfg] = Field(default_factory=list)
     scale: ScaleCfg = ScaleCfg()
+
+    @field_validator("codec", mode="before")
+    @classmethod
+    def _legacy_codec(cls, v, info: ValidationInfo):
+        """The old per-family tables ([codec.topk] encode_gbs = ...): dropped with a warning."""
+        if isinstance(v, dict):
+            legacy = sorted(k for k, x in v.items() if isinstance(x, dict))
+            if legacy:
+                found = (info.context or {}).get("legacy_codec")
+                if found is not None:
+                    found.extend(legacy)     # validate() warns, naming the file
+                else:
+                    warnings.warn(_legacy_message("config", legacy), UserWarning, stacklevel=2)
+                v = {k: x for k, x in v.items() if not isinstance(x, dict)}
+        return v
 
     @field_validator("compute_s")
     @classmethod
@@ -230,11 +290,18 @@ def format_errors(exc: ValidationError, where: str, prefix: str = "") -> str:
 
 def validate(data: dict, where: str = "config") -> Config:
     """A validated :class:`Config`; errors name the field (``cluster.inter.bandwidth_gbps``)."""
+    legacy: list = []
     try:
-        cfg = Config.model_validate(data)
+        cfg = Config.model_validate(data, context={"legacy_codec": legacy})
     except ValidationError as exc:
         raise ValueError(format_errors(exc, where)) from None
+    if legacy:
+        warnings.warn(_legacy_message(where, legacy), UserWarning, stacklevel=2)
     return cfg
+
+
+def _legacy_message(where: str, families) -> str:
+    return LEGACY_CODEC.format(where=where, tables=", ".join(f"[codec.{k}]" for k in families))
 
 
 def _is_union_tag(x) -> bool:
@@ -267,12 +334,9 @@ def build_cluster(cfg: Config, where: str = "config") -> Cluster:
             links.append(v.build() if isinstance(v, LinkCfg) else catalog.get_link(v))
         except ValueError as exc:
             raise ValueError(f"{where}: cluster.{field}: {exc}") from None
-    codecs = tuple(Codec(fam, k.encode_gbs * 1e9, k.decode_gbs * 1e9,
-                         None if k.gather_decode_gbs is None else k.gather_decode_gbs * 1e9)
-                   for fam, k in sorted(cfg.codec.items()))
     topo = Topology(c.topology.kind, c.topology.nodes_per_leaf, c.topology.oversubscription, c.topology.spines)
     return Cluster(cfg.name, dev, c.gpus_per_node, c.nodes, links[0], links[1], topo, c.collective,
-                   c.interference, codecs, tuple(sorted(cfg.compute_s.items())), c.servers,
+                   c.interference, cfg.codec.build(), tuple(sorted(cfg.compute_s.items())), c.servers,
                    c.gamma_s_per_byte, cfg.source)
 
 
@@ -306,82 +370,3 @@ def check_scale(cfg: ScaleCfg, where: str = "config") -> None:
                 compressors.parse(spec)
             except ValueError as exc:
                 raise ValueError(f"{where}: scale.compressors[{i}]: {exc}") from None
-
-
-def dump_profile(cluster: Cluster, path: str | Path) -> Path:
-    """Write a cluster (e.g. a calibrated one) as a profile file loadable by :func:`load_cluster`."""
-    data = cluster_dict(cluster)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix in (".yaml", ".yml"):
-        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    elif path.suffix == ".toml":
-        path.write_text(_to_toml(data))
-    else:
-        raise ValueError(f"{path}: profiles are written as .toml or .yaml")
-    return path
-
-
-def cluster_dict(cluster: Cluster) -> dict:
-    """The profile-file dict of a cluster (inverse of :func:`build_cluster`)."""
-    d = cluster.device
-    data = {
-        "name": cluster.name, "source": cluster.source or "kfsim",
-        "cluster": {
-            "device": {"name": d.name, "peak_tflops": d.peak_flops / 1e12, "mem_bw_gbs": d.mem_bw / 1e9,
-                       "mfu": d.mfu, "source": d.source or "kfsim",
-                       **({} if d.fp32_flops is None else {"fp32_tflops": d.fp32_flops / 1e12})},
-            "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
-            "intra": _link_dict(cluster.intra), "inter": _link_dict(cluster.inter),
-            "collective": cluster.collective, "interference": cluster.interference,
-            "topology": {"kind": cluster.topology.kind, "nodes_per_leaf": cluster.topology.nodes_per_leaf,
-                         "oversubscription": cluster.topology.oversubscription},
-        },
-        "codec": {c.family: {k: v for k, v in (("encode_gbs", c.encode / 1e9), ("decode_gbs", c.decode / 1e9),
-                                               ("gather_decode_gbs", None if c.gather_decode is None
-                                                else c.gather_decode / 1e9)) if v is not None}
-                  for c in cluster.codecs},
-        "compute_s": dict(cluster.compute_s),
-    }
-    if cluster.servers is not None:
-        data["cluster"]["servers"] = cluster.servers
-    if cluster.gamma is not None:
-        data["cluster"]["gamma_s_per_byte"] = cluster.gamma
-    if cluster.topology.spines is not None:
-        data["cluster"]["topology"]["spines"] = cluster.topology.spines
-    return data
-
-
-def _link_dict(l: Link) -> dict:
-    return {"name": l.name, "bandwidth_gbps": l.bandwidth * 8 / 1e9, "latency_us": l.latency * 1e6,
-            "efficiency": l.efficiency, "source": l.source or "kfsim"}
-
-
-def _to_toml(data: dict, prefix: str = "") -> str:
-    """Minimal TOML writer for the profile's nested dicts of scalars."""
-    scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
-    out = [f"{_key(k)} = {_val(v)}" for k, v in scalars.items()]
-    for k, v in tables.items():
-        name = f"{prefix}.{_key(k)}" if prefix else _key(k)
-        body = _to_toml(v, name)
-        out.append(f"\n[{name}]\n{body}" if body.strip() else f"\n[{name}]")
-    return "\n".join(out) + "\n"
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
-def _val(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"cannot write {v} to TOML")
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_val(x) for x in v) + "]"
-    raise ValueError(f"cannot write {v!r} to TOML")

@@ -1,94 +1,135 @@
-"""Encode/decode cost of compressors on the device: a per-family throughput model.
+"""Encode/decode cost of a compressor on a device, from the compressor's own op program.
 
-A compressor's encode (and decode) kernel is memory-bound on accelerators,
-so its cost is modelled as *passes* over the fp32 gradient at the device's
-memory bandwidth:  T_enc = n_dense · passes_enc / mem_bw,
-T_dec = n_dense · passes_dec / mem_bw + n_received · passes_gather / mem_bw,
-where n_received = p·m for gather-law rounds (each worker's payload is
-decoded: the p·T_dec term of all-gather compressors). A spec's cost is the
-sum over the names in it (``ef(topk(...))`` = EF's passes + top-k's).
+Nothing here knows a compressor by name. ``compressors.cost`` traces a
+compressor on one tensor (shape, dtype) into the kernels of one worker's
+encode and of its decode of n payloads, each kernel with its bytes read and
+written, its FLOPs (matrix products) and its cost class; this module prices
+those kernels on the cluster's device:
 
-The default pass counts below are *assumptions* (documented, not measured):
-elementwise casts read 4 and write 2 bytes per element (1.5 passes);
-quantizers need a norm/min-max pass, a quantize pass and a pack pass;
-top-k selection on GPUs costs ≈ 10 passes (radix select), DGC's sampled
-threshold ≈ 3; PowerSGD's two thin matmuls read M twice. A cluster profile
-(``kfsim calibrate``) overrides any family with measured bytes/s
-(:class:`~kfsim.catalog.cluster.Codec`).
+    t(op) = max( bytes(op) / bw(class),  flops(op) · f(class) / peak(dtype) ) + t_launch
+    bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
+              | cluster.codec.<class>         (measured, ``kfsim calibrate``)
+    t_launch  = device.launch_s | cluster.codec.op_overhead
+
+    T_enc(tensor)    = Σ_{op ∈ encode} t(op)
+    T_dec(tensor, n) = Σ_{op ∈ decode} t(op) + n · Σ_{op ∈ decode_per_worker} t(op)
+
+where ``stream_bw`` is the achievable streaming bandwidth, ``f(class)`` the
+class's time multiplier (select ≈ 10 passes of radix select, gather/scatter
+≈ 4 for scattered sectors, ...; documented defaults in
+:data:`kfsim.catalog.devices.DEFAULT_FACTORS`), ``peak(dtype)`` the matmul
+peak for the inputs' dtype, and ``decode_per_worker`` the part of decode that
+grows with the number n of gathered payloads (traced at n = 2 and 3, exact
+for any n ≥ 2: see ``compressors.cost``). Counts in the decode intercept
+are signed, so T_dec is clamped at 0.
+
+A tensor the compressor sends dense — one SUM round of the whole tensor in
+its own dtype *and* a program that is at most the 1/n scaling of the sum
+(``none()``, the small tensors a filter skips, a warm-up's dense phase;
+``kfsim.sim.exchange_cost.is_dense_exchange``) — is charged nothing there:
+that scaling is what an averaging all-reduce does in the collective (its
+reduction cost γ). A full-size SUM payload that the compressor computes
+(``x * 0.5``, a momentum update) is priced like any other program.
+
+Costs are cached per (spec, shape, dtype) for the trace (``compressors.cost``)
+and per (spec, shape, dtype, device rates) for the seconds, so the simulator
+traces each compressor once per distinct tensor shape.
 """
 from __future__ import annotations
 
-import ast
 from typing import NamedTuple
 
-# family: (encode passes, decode passes, passes per gathered byte received)
-PASSES: dict[str, tuple[float, float, float]] = {
-    "none": (0.0, 0.0, 0.0),
-    "fp16": (1.5, 1.5, 0.0),
-    "bf16": (1.5, 1.5, 0.0),
-    "quantize": (3.0, 2.0, 2.0),
-    "qsgd": (3.0, 2.0, 2.0),
-    "terngrad": (3.0, 2.0, 2.0),
-    "natural": (2.0, 2.0, 2.0),
-    "randomk": (1.0, 1.0, 2.0),
-    "topk": (10.0, 1.0, 2.0),
-    "threshold": (2.0, 1.0, 2.0),
-    "dgc": (3.0, 1.0, 2.0),
-    "signsgd": (2.0, 1.0, 2.0),
-    "signum": (3.0, 1.0, 2.0),
-    "efsign": (2.0, 1.0, 2.0),
-    "scaledsign": (2.0, 1.0, 2.0),
-    "efsignsgd": (4.0, 2.0, 2.0),   # ef + scaled sign
-    "int8": (3.0, 2.0, 2.0),
-    "int4": (3.0, 2.0, 2.0),
-    "onebit": (2.0, 1.0, 2.0),
-    "powersgd": (5.0, 2.0, 0.0),    # two thin matmuls + orthogonalisation + built-in EF
-    "ef": (2.0, 1.0, 0.0),
-    "ef21": (2.0, 2.0, 0.0),
-    "momentum": (1.0, 0.0, 0.0),
-    "filter": (0.0, 0.0, 0.0),
-    "warmup": (0.0, 0.0, 0.0),
-}
-UNKNOWN_PASSES = (3.0, 2.0, 2.0)  # families without an entry (user compressors)
+import numpy as np
+
+from compressors.cost import CLASSES, OpCounts
+from compressors.cost import codec_cost as _program_cost
 
 
-class CodecCost(NamedTuple):
-    """Seconds per dense byte (encode, decode) and per gathered byte received."""
+class Rates(NamedTuple):
+    """A device's codec-kernel constants, resolved (hashable; one per cluster device + override)."""
+
+    bw: tuple            # per class (CLASSES order): bytes/s
+    factor: tuple        # per class: multiplier of the FLOP term
+    flops: tuple         # ((dtype name, FLOP/s), ...) for the matmul term
+    overhead: float      # seconds per op
+
+    def peak(self, dtype: str) -> float:
+        for d, f in self.flops:
+            if d == dtype:
+                return f
+        return dict(self.flops)["float32"]
+
+
+_CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
+_RATES: dict = {}
+
+
+def rates(cluster) -> Rates:
+    """The device profile of ``cluster``, overridden by its measured ``cluster.codec``."""
+    key = (cluster.device, cluster.codec)
+    found = _RATES.get(key)
+    if found is None:
+        dev, over = key
+        bw, fac = [], []
+        for c in CLASSES:
+            f = dev.factor(c)
+            measured = over.rate(c)
+            bw.append(float(measured) if measured is not None else dev.achievable_bw / f)
+            fac.append(f)
+        flops = tuple((d, float(dev.matmul_flops(d))) for d in ("float32", "float16", "bfloat16", "float64"))
+        overhead = over.op_overhead if over.op_overhead is not None else dev.launch_s
+        found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead))
+    return found
+
+
+def seconds(counts: OpCounts, r: Rates) -> float:
+    """Σ_ops count · (max(bytes / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
+    total = 0.0
+    for op, k in counts.entries:
+        i = _CLASS_INDEX[op.cls]
+        t = (op.bytes_read + op.bytes_written) / r.bw[i]
+        if op.flops:
+            t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
+        total += k * (t + r.overhead)
+    return total
+
+
+class TensorCodec(NamedTuple):
+    """Seconds for one tensor: encode, decode's fixed part, decode per gathered payload."""
 
     enc: float
     dec: float
-    gather: float
+    dec_per_worker: float
+
+    def decode(self, n: int) -> float:
+        return max(self.dec + n * self.dec_per_worker, 0.0)
 
 
-def families(spec: str) -> list[str]:
-    """Every compressor/combinator name in a spec string, outermost first."""
-    try:
-        tree = ast.parse(spec, mode="eval").body
-    except SyntaxError:
-        return [spec.split("(")[0]]
-    return [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)] \
-        + [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not _is_func(tree, n)
-           and n.id not in ("True", "False", "None")]
+_TENSORS: dict = {}
 
 
-def _is_func(tree, name_node) -> bool:
-    return any(isinstance(c, ast.Call) and c.func is name_node for c in ast.walk(tree))
+def reference_ops():
+    """The reference binding traced programs take their shapes from (JAX)."""
+    from backends.jax.ops import OPS
+    return OPS
 
 
-def codec_cost(spec: str, cluster) -> CodecCost:
-    """Seconds per byte of the whole spec on ``cluster``'s device."""
-    bw = cluster.device.mem_bw
-    enc = dec = gat = 0.0
-    for fam in families(spec):
-        measured = cluster.codec(fam)
-        if measured is not None:
-            enc += 1.0 / measured.encode if measured.encode > 0 else 0.0
-            dec += 1.0 / measured.decode if measured.decode > 0 else 0.0
-            if measured.gather_decode:
-                gat += 1.0 / measured.gather_decode
-            continue
-        pe, pd, pg = PASSES.get(fam, UNKNOWN_PASSES)
-        enc += pe / bw
-        dec += pd / bw
-        gat += pg / bw
-    return CodecCost(enc, dec, gat)
+def codec_cost(comp, shape, cluster, dtype="float32") -> TensorCodec:
+    """Encode/decode seconds of ``comp`` on one tensor on ``cluster``'s device."""
+    return tensor_codec(comp, tuple(int(s) for s in shape), np.dtype(dtype).name, rates(cluster))
+
+
+def tensor_codec(comp, shape: tuple, dtype: str, r: Rates) -> TensorCodec:
+    key = (comp.spec, shape, dtype, r)
+    found = _TENSORS.get(key)
+    if found is None:
+        cc = _program_cost(comp, shape, dtype, reference_ops())
+        found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r), seconds(cc.decode, r),
+                                            seconds(cc.decode_per_worker, r))
+    return found
+
+
+def clear_caches() -> None:
+    """Forget priced tensors and resolved rates (the traces stay: ``compressors.cost.clear_cache``)."""
+    _TENSORS.clear()
+    _RATES.clear()

@@ -1,18 +1,24 @@
-"""The cost of one compressed exchange, from a compressor's plan.
+"""The cost of one compressed exchange, from a compressor's plan and its op program.
 
 For each tensor the compressor's ``plan(shape, dtype)`` lists its rounds:
 ``Round(Law.SUM, bits)`` is an all-reduce of ``bits`` per worker,
 ``Round(Law.GATHER, bits)`` an all-gather where each rank contributes
-``bits``. Tensors of one DDP bucket travel together: round r of a bucket is
-one all-reduce of the summed SUM bytes plus one all-gather of the summed
-GATHER bytes. The bucket's exchange time is (collectives.md)
+``bits``. Tensors of one DDP bucket (``compressors.buckets``) travel
+together: round r of a bucket is one all-reduce of the summed SUM bytes plus
+one all-gather of the summed GATHER bytes. The bucket's exchange time is
+(collectives.md)
 
-    T_b = T_enc + Σ_r [ T_AR(n_sum,r) + T_AG(m_gather,r) ] + T_dec,
-    T_enc = n_dense·c_enc,   T_dec = n_dense·c_dec + p·m_gather·c_gather
+    T_b = T_enc,b + Σ_r [ T_AR(n_sum,r) + T_AG(m_gather,r) ] + T_dec,b,
+    T_enc,b = Σ_{t ∈ b} T_enc(t),   T_dec,b = Σ_{t ∈ b} max(T_dec(t) + p · T_dec1(t), 0)
 
-(multi-round compressors such as PowerSGD simply have two SUM rounds).
-Tensors the compressor leaves dense (filters: the identity path, one SUM
-round of the full tensor) cost no encode/decode.
+with T_enc(t), T_dec(t) and T_dec1(t) (decode per gathered payload) the
+seconds of tensor t's own encode/decode program on the cluster's device
+(:mod:`kfsim.sim.codec`); multi-round compressors such as PowerSGD simply
+have two SUM rounds. Tensors the compressor leaves dense (``none()``, a
+filter's identity path, a warm-up's dense phase: one SUM round of the full
+tensor whose program is at most the 1/n scaling of the sum,
+:func:`is_dense_exchange`) cost no encode/decode: the averaging is the
+all-reduce's own.
 """
 from __future__ import annotations
 
@@ -22,9 +28,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from compressors.buckets import assign_buckets  # noqa: F401  (DDP layout; re-exported)
 from compressors.core import Law
 from kfsim.sim import algorithms
-from kfsim.sim.codec import codec_cost
+from kfsim.sim.codec import rates, tensor_codec
 
 
 class TensorPlan(NamedTuple):
@@ -33,7 +40,10 @@ class TensorPlan(NamedTuple):
     dense_bytes: np.ndarray        # (T,)
     sum_bytes: np.ndarray          # (T, R)
     gather_bytes: np.ndarray       # (T, R)
-    coded: np.ndarray              # (T,) bool: compressor does work on it
+    coded: np.ndarray              # (T,) bool: compressor does work on it (not a dense all-reduce)
+    enc_s: np.ndarray | None = None            # (T,) encode seconds (None: not priced, no cluster given)
+    dec_s: np.ndarray | None = None            # (T,) decode seconds, fixed part
+    dec_per_worker_s: np.ndarray | None = None  # (T,) decode seconds per gathered payload (× p)
 
 
 class BucketCost(NamedTuple):
@@ -51,9 +61,12 @@ def _leaf_plan(comp, shape: tuple, dtype: str):
     return comp.plan(shape, np.dtype(dtype))
 
 
-def tensor_plan(comp, shapes, dtype: str = "float32") -> TensorPlan:
-    """Stack ``comp.plan`` over tensors (cached per distinct shape)."""
-    plans = [_leaf_plan(comp, tuple(int(d) for d in s), dtype) for s in shapes]
+def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPlan:
+    """Stack ``comp.plan`` over tensors (cached per distinct shape); with a
+    ``cluster``, also each coded tensor's encode/decode seconds on its device
+    (traced once per distinct shape, :func:`kfsim.sim.codec.tensor_codec`)."""
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    plans = [_leaf_plan(comp, s, dtype) for s in shapes]
     R = max((len(p) for p in plans), default=1) or 1
     T = len(plans)
     item = np.dtype(dtype).itemsize
@@ -70,41 +83,47 @@ def tensor_plan(comp, shapes, dtype: str = "float32") -> TensorPlan:
             else:
                 raise ValueError(f"unknown aggregation law {rnd.law!r} in plan of {comp.spec}")
         if len(plan) == 1 and plan[0].law == Law.SUM and plan[0].bits == dense[t] * 8:
-            coded[t] = False
-    return TensorPlan(dense, sb, gb, coded)
+            coded[t] = not is_dense_exchange(comp, shapes[t], dtype)
+    if cluster is None:
+        return TensorPlan(dense, sb, gb, coded)
+    r = rates(cluster)
+    dt = np.dtype(dtype).name
+    cost = np.zeros((3, T))
+    for t, s in enumerate(shapes):
+        if coded[t]:
+            cost[:, t] = tensor_codec(comp, s, dt, r)
+    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2])
 
 
-def assign_buckets(dense_bytes: np.ndarray, cap_bytes: float) -> np.ndarray:
-    """DDP bucketing (Li et al. 2020): walk tensors in *backward* order
-    (last defined first), close a bucket once it reaches ``cap_bytes``.
-    Returns, per tensor in forward order, its bucket id (0 = first ready)."""
-    if cap_bytes <= 0:
-        raise ValueError(f"bucket_mb must be > 0, got {cap_bytes / 2**20}")
-    T = len(dense_bytes)
-    ids = np.zeros(T, dtype=np.int64)
-    b, fill = 0, 0.0
-    for t in range(T - 1, -1, -1):
-        if fill > 0 and fill + dense_bytes[t] > cap_bytes:
-            b, fill = b + 1, 0.0
-        ids[t] = b
-        fill += dense_bytes[t]
-    return ids
+def is_dense_exchange(comp, shape: tuple, dtype: str = "float32") -> bool:
+    """Is ``comp``'s program on this tensor the dense all-reduce's — an empty encode (the gradient
+    is the payload) and a decode of at most the one elementwise 1/n scaling of the sum? (Asked
+    only of tensors whose plan is one SUM round of the whole tensor in its own dtype.)"""
+    from compressors.cost import codec_cost
+    from kfsim.sim.codec import reference_ops
+    cc = codec_cost(comp, shape, dtype, reference_ops())
+    return (cc.encode.n_ops == 0 and cc.decode_per_worker.n_ops == 0 and not cc.decode_per_worker.entries
+            and cc.decode.n_ops <= 1 and all(c.cls == "elementwise" for c, _ in cc.decode.entries))
 
 
 def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: str,
-                net: algorithms.NetParams, codec, comm_fn=None) -> BucketCost:
-    """Per-bucket exchange time for p workers.
+                net: algorithms.NetParams, comm_fn=None) -> BucketCost:
+    """Per-bucket exchange time for p workers (``plan`` priced: ``tensor_plan(..., cluster=)``).
 
     ``comm_fn(kind, p, nbytes)`` (kind "allreduce"/"allgather") replaces the
     closed forms (the flow-level network uses it)."""
+    if plan.enc_s is None:
+        raise ValueError("bucket_cost needs a priced TensorPlan: tensor_plan(comp, shapes, cluster=cluster)")
     B = int(bucket_ids.max()) + 1 if len(bucket_ids) else 0
     R = plan.sum_bytes.shape[1]
     sums = np.zeros((B, R))
     gath = np.zeros((B, R))
     np.add.at(sums, bucket_ids, plan.sum_bytes)
     np.add.at(gath, bucket_ids, plan.gather_bytes)
-    coded_dense = np.zeros(B)
-    np.add.at(coded_dense, bucket_ids, np.where(plan.coded, plan.dense_bytes, 0.0))
+    enc = np.zeros(B)
+    dec = np.zeros(B)
+    np.add.at(enc, bucket_ids, plan.enc_s)
+    np.add.at(dec, bucket_ids, np.maximum(plan.dec_s + p * plan.dec_per_worker_s, 0.0))
     if comm_fn is None:
         ar = algorithms.allreduce(collective, p, sums, net)
         ag = algorithms.allgather(collective, p, gath, net)
@@ -114,8 +133,6 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
     ar = np.where(sums > 0, ar, 0.0)
     ag = np.where(gath > 0, ag, 0.0)
     comm = (ar + ag).sum(axis=1)
-    enc = coded_dense * codec.enc
-    dec = coded_dense * codec.dec + (p * gath.sum(axis=1)) * codec.gather
     sent = sums.sum(axis=1) + gath.sum(axis=1)
     return BucketCost(comm, enc, dec, sent, R)
 
@@ -124,8 +141,7 @@ def exchange_time(comp, shapes, p: int, cluster, collective: str | None = None) 
     """One exchange of the whole model as a single bucket, no overlap:
     T_enc + Σ_r [T_AR + T_AG] + T_dec (the closed form the pipeline must
     reproduce with one bucket)."""
-    plan = tensor_plan(comp, shapes)
+    plan = tensor_plan(comp, shapes, cluster=cluster)
     ids = np.zeros(len(shapes), dtype=np.int64)
-    bc = bucket_cost(plan, ids, p, collective or cluster.collective, algorithms.net_params(cluster),
-                     codec_cost(comp.spec, cluster))
+    bc = bucket_cost(plan, ids, p, collective or cluster.collective, algorithms.net_params(cluster))
     return float(bc.comm.sum() + bc.enc.sum() + bc.dec.sum())

@@ -18,7 +18,6 @@ import compressors
 from kfsim import catalog
 from kfsim.catalog import Cluster, ModelProfile
 from kfsim.sim import algorithms
-from kfsim.sim.codec import codec_cost
 from kfsim.sim.compute import compute_time
 from kfsim.sim.events import AppliedUpdate, simulate_async, simulate_sync  # noqa: F401  (re-exported)
 from kfsim.sim.exchange_cost import assign_buckets, bucket_cost, tensor_plan
@@ -137,6 +136,9 @@ def _model_arrays(m: ModelProfile, bucket_mb: float):
     return ids, ready
 
 
+model_arrays = _model_arrays   # public name: (bucket id per tensor, ready fraction per bucket)
+
+
 @functools.lru_cache(maxsize=8192)
 def _predict(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, network) -> Breakdown:
     comm_fn = None
@@ -146,12 +148,19 @@ def _predict(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, network) -> B
     return _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn)
 
 
+@functools.lru_cache(maxsize=1024)
+def _priced_plan(comp, shapes: tuple, cl: Cluster):
+    """The model's TensorPlan with per-tensor codec seconds on ``cl``'s device (independent of
+    p: decode is priced as fixed part + p × per-payload part inside ``bucket_cost``)."""
+    return tensor_plan(comp, shapes, cluster=cl)
+
+
 def _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn=None) -> Breakdown:
     """Compute + bucket exchange costs → the pipeline schedule."""
     ct = compute_time(m, cl, batch)
     ids, ready = _model_arrays(m, bucket_mb)
-    plan = tensor_plan(comp, m.tensor_shapes)
-    bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), codec_cost(comp.spec, cl), comm_fn)
+    plan = _priced_plan(comp, m.tensor_shapes, cl)
+    bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), comm_fn)
     if p == 1:  # nothing to exchange, nothing to encode
         z = np.zeros_like(bc.comm)
         return schedule(ct.fwd, ct.bwd, ct.opt, ready, z, z, z, overlap=overlap, interference=lam,
@@ -203,8 +212,8 @@ def predict_stragglers(model, cluster, compressor, workers: int, compute, *, ite
     comp = as_compressor(compressor, step)
     coll = algorithms.check_name(collective or cl.collective)
     ids, ready = _model_arrays(m, float(bucket_mb))
-    plan = tensor_plan(comp, m.tensor_shapes)
-    bc = bucket_cost(plan, ids, workers, coll, algorithms.net_params(cl), codec_cost(comp.spec, cl))
+    plan = _priced_plan(comp, m.tensor_shapes, cl)
+    bc = bucket_cost(plan, ids, workers, coll, algorithms.net_params(cl))
     ct = compute_time(m, cl, m.batch)
     dists = per_worker(compute, workers)
     rngs = worker_rngs(seed, workers)

@@ -118,11 +118,11 @@ def write_profiles(name: str, data: dict, directory: str | Path, mem_bw_gbs: flo
         for c in data["compute"]:
             if c["p"] == pc:
                 comp[c["model"]] = _compute_only(c, data["models"], mem_bw_gbs)
-        scomp, codecs = step_costs(data, pc, mem_bw_gbs)
+        scomp, codec = step_costs(data, pc, mem_bw_gbs)
         comp.update(scomp)
         suffix = "" if p is None else f"-p{p}"
         pdata = profile_dict(name, rate, fit, max(ps), mem_bw_gbs=mem_bw_gbs, compute_s=comp, models=models,
-                             codecs=codecs,
+                             codec=codec,
                              source=f"kfsim calibrate ({len(data['collectives'])} collective cells)")
         pdata["name"] += suffix
         path = Path(directory) / f"{pdata['name']}.toml"
@@ -135,15 +135,25 @@ MIN_CODEC_S = 1e-5   # a measured codec cost at or below noise is stored as this
 
 def step_costs(data: dict, p: int, mem_bw_gbs: float = 5.0) -> tuple[dict, dict]:
     """From the independent-job step times at p: compute per model (``native``, at the catalog batch,
-    less 28·N/mem_bw) and codec throughputs per family {family: (enc B/s, dec B/s, None)}.
+    less 28·N/mem_bw) and the fitted codec-kernel constants (the profile's ``[codec]`` table).
 
-    A spec's codec time C = T(spec) − T(native) is charged to its families: a single-family spec
-    takes all of C; for a combinator (``ef(topk(…))``) the inner family's own measurement is
-    subtracted and the rest charged to the outer one. Throughput = dense gradient bytes / time,
-    split evenly between encode and decode (only their sum is measured)."""
-    from kfsim.sim.codec import families
+    Each measured spec's codec time C = T(spec) − T(native) is a sum over the kernels of its own op
+    program (``compressors.cost``; every coded tensor's encode and its decode of one payload — the
+    jobs are independent, n = 1), each kernel costing bytes / bw(class) + t_op. No compressor is
+    named: the unknowns are device constants, x_c = 1 / bw(class c) and t_op, fitted to
+
+        C_i ≈ Σ_c B_ic · x_c + N_i · t_op        (B_ic: bytes of class c in spec i; N_i: its ops)
+
+    in two stages (:func:`fit_codec`): (1) one bandwidth scale, x_c = a · f_c with the testbed
+    device's class factors f_c (:func:`kfsim.testbed.profile.testbed_device`), and t_op, by
+    non-negative least squares on relative errors; (2) per class, the same least squares plus a
+    weak ridge pulling each x_c to stage 1's a · f_c (weight ``RIDGE``), each class's bandwidth
+    bounded to [1/100, 10] × stage 1's (bounded least squares): a class no measured program uses
+    keeps stage 1's value, a class that explains a spec's extra time gets slower.
+    With fewer specs than classes the split between classes a spec uses is the ridge's, so
+    measure specs with different op mixes."""
     entries = [e for e in data.get("steps", []) if e["p"] == p]
-    compute, per_family = {}, {}
+    compute, rows = {}, []
     for model in sorted({e["model"] for e in entries}):
         es = {e["spec"]: e for e in entries if e["model"] == model}
         if "native" not in es:
@@ -153,16 +163,79 @@ def step_costs(data: dict, p: int, mem_bw_gbs: float = 5.0) -> tuple[dict, dict]
         base = es["native"]["seconds"]
         # measured at the per-worker batch B/p; the catalog batch is the global B
         compute[model] = max((base - 28.0 * dense / 4 / (mem_bw_gbs * 1e9)) * p, 1e-6)
-        cost = {spec: max(e["seconds"] - base, MIN_CODEC_S) / _coded_bytes(spec, m["tensor_shapes"])
-                for spec, e in es.items() if spec != "native"}
-        for spec in sorted(cost, key=lambda sp: len(families(sp))):
-            fams = [f for f in families(spec) if f not in ("True", "False")]
-            known = sum(per_family[f] for f in fams[1:] if f in per_family)
-            outer = fams[0] if fams else spec
-            if outer not in per_family:
-                per_family[outer] = max(cost[spec] - known, MIN_CODEC_S / dense)
-    codecs = {f: (2.0 / c, 2.0 / c, None) for f, c in per_family.items()}
-    return compute, codecs
+        for spec, e in sorted(es.items()):
+            if spec != "native":
+                by_class, n_ops = program_totals(spec, m["tensor_shapes"])
+                rows.append((max(e["seconds"] - base, MIN_CODEC_S), by_class, n_ops, spec))
+    return compute, fit_codec(rows)
+
+
+RIDGE = 1e-4   # weight of the pull of each class's 1/bw towards the one-scale fit (relative units)
+FASTER, SLOWER = 10.0, 100.0   # a class's fitted bandwidth stays within [1/100, 10] × the one-scale fit
+
+
+def _factor(cls: str) -> float:
+    from kfsim import catalog
+    return catalog.get_device("cpu").factor(cls)
+
+
+def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], float]:
+    """(bytes per cost class in ``compressors.cost.CLASSES`` order, number of ops) of one exchange of
+    ``spec`` over ``shapes`` (fp32): every coded tensor's encode and its decode of n payloads, from
+    the compressor's op program."""
+    import compressors
+    from compressors.cost import CLASSES, codec_cost
+    from kfsim.sim.codec import reference_ops
+    from kfsim.sim.exchange_cost import tensor_plan
+    comp = compressors.parse(spec)
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    plan = tensor_plan(comp, shapes)
+    by_class = dict.fromkeys(CLASSES, 0.0)
+    ops = 0.0
+    for s, coded in zip(shapes, plan.coded):
+        if not coded:
+            continue
+        cc = codec_cost(comp, s, "float32", reference_ops())
+        for counts in (cc.encode, cc.decode_at(n)):
+            for op, k in counts.entries:
+                by_class[op.cls] += k * (op.bytes_read + op.bytes_written)
+                ops += k
+    return tuple(by_class[c] for c in CLASSES), ops
+
+
+def fit_codec(rows) -> dict:
+    """``[codec]`` table from rows (C seconds, bytes per class, N ops, spec): see
+    :func:`step_costs`. Empty when nothing was measured."""
+    import numpy as np
+    from scipy.optimize import lsq_linear, nnls
+    from compressors.cost import CLASSES
+    if not rows:
+        return {}
+    c = np.array([r[0] for r in rows])
+    B = np.array([r[1] for r in rows], dtype=np.float64)
+    N = np.array([r[2] for r in rows], dtype=np.float64)
+    f = np.array([_factor(cls) for cls in CLASSES])
+    # stage 1: x_c = a · f_c
+    (a, t0), _ = nnls(np.stack([B @ f, N], axis=1) / c[:, None], np.ones(len(rows)))
+    if not a > 0:   # everything explained by per-op overhead: fall back to the device's bandwidth
+        a = 1.0 / (5e9)
+    prior = a * f
+    # stage 2: per-class x_c and t_op, ridge towards the prior (relative units), each class's
+    # bandwidth kept within [1/SLOWER, FASTER] × stage 1's
+    scale_t = max(t0, 1e-6)
+    lam = np.sqrt(RIDGE)
+    A = np.vstack([np.hstack([B, N[:, None]]) / c[:, None],
+                   lam * np.diag(np.concatenate([1.0 / prior, [1.0 / scale_t]]))])
+    b = np.concatenate([np.ones(len(rows)), lam * np.ones(len(CLASSES)), [lam * t0 / scale_t]])
+    lo = np.concatenate([prior / FASTER, [0.0]])
+    hi = np.concatenate([prior * SLOWER, [np.inf]])
+    sol = lsq_linear(A, b, bounds=(lo, hi)).x
+    x = sol[:-1]
+    out = {f"{cls.replace('/', '_')}_gbs": float(1.0 / x[i] / 1e9) for i, cls in enumerate(CLASSES)}
+    out["op_overhead_us"] = float(sol[-1]) * 1e6
+    out["source"] = (f"kfsim calibrate: C = Σ_class bytes/bw(class) + t_op·n_ops fitted over "
+                     f"{', '.join(sorted({r[3] for r in rows}))}")
+    return out
 
 
 def _coded_bytes(spec: str, shapes) -> float:

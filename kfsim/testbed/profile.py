@@ -5,8 +5,10 @@ A profile is a TOML/YAML file validated by :mod:`kfsim.catalog.config`
 One profile describes the testbed at one shaped link rate: one worker per
 node (``gpus_per_node = 1``), ``collective = "mccl"``, the inter-node link with
 the nominal rate and the fitted per-message latency α and efficiency
-e = 1/(rate·β), the fitted reduction cost γ, the host CPU as the device,
-measured codec throughputs and measured compute time per model (models
+e = 1/(rate·β), the fitted reduction cost γ, the host CPU as the device (with the catalog
+CPU's codec class factors), the fitted codec-kernel constants (``[codec]``:
+per-op-class throughput and per-op overhead, no compressor named) and
+measured compute time per model (models
 given as ``[[models]]`` entries so the file is self-contained).
 
 Names: ``<name>-<rate>mbit`` (e.g. ``testbed-200mbit``); :func:`profile_path`
@@ -37,14 +39,25 @@ def profile_path(name: str, rate_mbit: float, directory: str | Path = DEFAULT_DI
     return Path(directory) / f"{profile_name(name, rate_mbit)}.toml"
 
 
+def testbed_device(name: str = "testbed-cpu", mem_bw_gbs: float = 5.0, cpu_tflops: float = 0.05) -> dict:
+    """The ``[cluster.device]`` table of a testbed profile: the host CPU, with the catalog CPU's
+    codec class factors (``kfsim.catalog.devices``, device ``cpu``) and its dispatch overhead."""
+    from kfsim import catalog
+    cpu = catalog.get_device("cpu")
+    return {"name": name, "peak_tflops": cpu_tflops, "mem_bw_gbs": mem_bw_gbs, "mfu": 1.0,
+            "stream_bw_gbs": mem_bw_gbs, "launch_us": cpu.launch_s * 1e6,
+            "codec_factors": {c.replace("/", "_"): f for c, f in cpu.codec_factors}}
+
+
 def profile_dict(name: str, rate_mbit: float, fit: CollectiveFit, workers: int, *,
                  cpu_tflops: float = 0.05, mem_bw_gbs: float = 5.0,
-                 codecs: Mapping[str, tuple[float, float, float | None]] | None = None,
+                 codec: Mapping[str, float | str] | None = None,
                  compute_s: Mapping[str, float] | None = None,
                  models: Sequence[Mapping] = (), source: str = "kfsim calibrate") -> dict:
     """The profile-file dict (schema of :class:`kfsim.catalog.config.Config`).
 
-    codecs: family → (encode bytes/s, decode bytes/s, gather-decode bytes/s or None);
+    codec: the ``[codec]`` table (``elementwise_gbs`` ... ``pack_gbs``, ``op_overhead_us``, ``source``;
+    :func:`kfsim.testbed.calibrate.step_costs` fits it);
     compute_s: model name → seconds per iteration (forward + backward) at the model's batch."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -63,16 +76,13 @@ def profile_dict(name: str, rate_mbit: float, fit: CollectiveFit, workers: int, 
         "name": pname,
         "source": source,
         "cluster": {
-            "device": {"name": f"{name}-cpu", "peak_tflops": cpu_tflops, "mem_bw_gbs": mem_bw_gbs, "mfu": 1.0,
-                       "source": source},
+            "device": {**testbed_device(f"{name}-cpu", mem_bw_gbs, cpu_tflops), "source": source},
             "nodes": int(workers), "gpus_per_node": 1,
             "intra": link, "inter": link,
             "collective": "mccl",
             "gamma_s_per_byte": fit.gamma,
         },
-        "codec": {fam: {k: v / 1e9 for k, v in (("encode_gbs", e), ("decode_gbs", d), ("gather_decode_gbs", g))
-                        if v is not None}
-                  for fam, (e, d, g) in (codecs or {}).items()},
+        "codec": dict(codec or {}),
         "compute_s": dict(compute_s or {}),
         "models": [dict(m) for m in models],
     }
@@ -90,9 +100,9 @@ def write_profile(data: dict, path: str | Path) -> Path:
         import yaml
         path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     elif path.suffix == ".toml":
-        text = cfgmod._to_toml(body)
+        text = cfgmod.to_toml(body)
         for m in models:
-            text += "\n[[models]]\n" + cfgmod._to_toml(m)
+            text += "\n[[models]]\n" + cfgmod.to_toml(m)
         path.write_text(text)
     else:
         raise ValueError(f"{path}: profiles are written as .toml or .yaml")

@@ -54,7 +54,7 @@ def test_msrun_matches_simulation(spec, tmp_path):
     plan = comp.exchange_plan(abstract(model_avals("mlp")))
     assert all(s.bytes_sent == plan.payload_bytes for s in rec.steps)
     # one collective per bucket, round, law and payload dtype, as traced
-    from backends.mindspore.lower import trace_exchange
+    from backends.mindspore.exchange import trace_exchange
     t = trace_exchange(comp, model_avals("mlp"), n=2, ranks=[0], seed=0, comm="collective", who=spec)
     calls = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
     assert len(plan.collectives) <= calls <= 2 * len(plan.collectives)

@@ -23,7 +23,10 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     ("[cluster]\ncollective = \"smoke-signals\"\n", "cluster.collective"),
     ("[cluster]\ntypo = 1\n", "cluster.typo"),
     ("[[models]]\nname = \"m\"\ntensor_shapes = [[0, 3]]\nflops_per_sample = 1\n", "models.0.tensor_shapes"),
-    ("[codec.topk]\nencode_gbs = 0\ndecode_gbs = 1\n", "codec.topk.encode_gbs"),
+    ("[codec]\nselect_gbs = 0\n", "codec.select_gbs"),
+    ("[codec]\nselect_gbs = 1\nop_overhead_us = -1\n", "codec.op_overhead_us"),
+    ("[[devices]]\nname = \"d\"\npeak_tflops = 1\nmem_bw_gbs = 1\ncodec_factors = { sorting = 2 }\n",
+     "devices.0.codec_factors"),
 ])
 def test_schema_errors_name_the_field(tmp_path, text, field):
     p = _write(tmp_path, "c.toml", text)
@@ -71,13 +74,16 @@ def test_calibrated_profile_round_trips(tmp_path, suffix):
     cl = catalog.seed_cluster()._replace(
         name="lab-calibrated", collective="mccl", interference=1.05,
         inter=catalog.Link("measured", 0.94e9 / 8, 180e-6, 1.0, "fit"),
-        codecs=(catalog.Codec("topk", 0.8e9, 3e9, 1.5e9),), compute_s=(("bert-large", 0.081),))
+        codec=catalog.Codec(select=60e9, gather_scatter=200e9, op_overhead=6e-6, source="fit"),
+        compute_s=(("bert-large", 0.081),))
     path = config.dump_profile(cl, tmp_path / f"profile{suffix}")
     back = config.load_cluster(path)
     assert back.collective == "mccl" and back.name == "lab-calibrated"
     assert back.inter.bandwidth == pytest.approx(cl.inter.bandwidth)
     assert back.inter.latency == pytest.approx(cl.inter.latency)
-    assert back.codec("topk").encode == pytest.approx(0.8e9)
+    assert back.codec.select == pytest.approx(60e9) and back.codec.elementwise is None
+    assert back.codec.op_overhead == pytest.approx(6e-6) and back.device.launch_s == pytest.approx(5e-6)
+    assert back.device._replace(launch_s=0.0) == cl.device._replace(launch_s=0.0)
     assert back.measured_compute("bert-large") == pytest.approx(0.081)
     a = predict_iteration("bert-large", cl, "ef(topk(ratio=0.01))", 4)
     b = predict_iteration("bert-large", back, "ef(topk(ratio=0.01))", 4)
@@ -92,6 +98,7 @@ def test_documented_example_loads(tmp_path):
     text = "\n".join(line[4:] for line in block.splitlines() if line.startswith("    ") or not line.strip())
     cfg, cl = config.load(_write(tmp_path, "example.toml", text))
     assert cl.collective == "mccl" and cl.topology.kind == "leaf-spine"
-    assert cl.codec("topk").gather_decode == pytest.approx(1.5e9)
+    assert cl.codec.select == pytest.approx(60e9) and cl.codec.op_overhead == pytest.approx(6e-6)
+    assert catalog.get_device("my-cpu").factor("select") == 4.0
     assert cfg.scale.workers == [2, 4, 8, 16]
     assert predict_iteration("my-mlp", cl, "ef(topk(ratio=0.01))", 4).total_s > 0

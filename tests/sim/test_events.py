@@ -6,7 +6,7 @@ from kfsim import catalog
 from kfsim.sim import distributions as dist
 from kfsim.sim.events import simulate_async, simulate_iteration, simulate_sync
 from kfsim.sim.pipeline import schedule
-from kfsim.sim.predict import _model_arrays, as_model
+from kfsim.sim.predict import as_model, model_arrays
 
 
 def _buckets():
@@ -28,7 +28,7 @@ def test_event_iteration_matches_pipeline(lam):
 
 def test_event_iteration_on_a_catalog_model():
     m = as_model("bert-base")
-    ids, ready = _model_arrays(m, 25.0)
+    ids, ready = model_arrays(m, 25.0)
     B = len(ready)
     comm = np.linspace(0.01, 0.02, B)
     a = schedule(0.05, 0.1, 0.01, ready, np.zeros(B), comm, np.zeros(B))

@@ -19,14 +19,15 @@ def _fit(alpha=4e-4, beta=2.5e-7, gamma=1e-9):
 def test_profile_roundtrip_and_simulator_uses_it(tmp_path, suffix):
     layers = [32, 64, 10]
     data = profile_dict("tb", 50, _fit(), 4, compute_s={mlp_name(layers): 0.02},
-                        codecs={"topk": (1e9, 2e9, 3e9)}, models=[mlp_model_entry(layers, 16)])
+                        codec={"select_gbs": 1.0, "op_overhead_us": 3.0}, models=[mlp_model_entry(layers, 16)])
     path = write_profile(data, tmp_path / f"tb-50mbit{suffix}")
     cl = read_profile(path)
     assert cl.collective == "mccl" and cl.workers == 4 and cl.gpus_per_node == 1
     assert cl.inter.beta == pytest.approx(2.5e-7)
     assert cl.inter.latency == pytest.approx(4e-4)
     assert cl.gamma == pytest.approx(1e-9)
-    assert cl.codec("topk").encode == pytest.approx(1e9)
+    assert cl.codec.select == pytest.approx(1e9) and cl.codec.op_overhead == pytest.approx(3e-6)
+    assert cl.codec.elementwise is None and cl.device.factor("select") == 4.0  # the catalog CPU's factors
     # the simulator's mccl all-reduce with the profile's α, β, γ
     t = float(algorithms.allreduce("mccl", 4, 1e6, algorithms.net_params(cl)))
     assert t == pytest.approx(2 * 3 * (2 * 4e-4 + 2 * 1e6 / 4 * 2.5e-7) + 0.75 * 1e6 * 1e-9)
@@ -102,22 +103,44 @@ def test_combine_takes_slowest_rank_median():
     assert m.seconds == 4.0 and m.tx_per_rank == 20.0 and m.sample() == Sample("allreduce", 2, 8.0, 4.0)
 
 
-def test_step_costs_attribute_codec_time_to_families():
-    from kfsim.sim.exchange_cost import tensor_plan
+def test_step_costs_fit_codec_constants_from_programs(tmp_path):
+    """Codec times generated from the programs with known constants are fitted back; no family names."""
     import compressors
+    from compressors.cost import CLASSES
+    from kfsim.catalog import get_device
+    from kfsim.sim.codec import codec_cost
     from kfsim.testbed.compressed import wide_model_entry, wide_name
     m = wide_model_entry(64, 32)
     name = wide_name(64)
-    steps = [{"p": 2, "spec": "native", "model": name, "global_batch": 32, "seconds": 0.10},
-             {"p": 2, "spec": "topk(ratio=0.01)", "model": name, "global_batch": 32, "seconds": 0.50},
-             {"p": 2, "spec": "ef(topk(ratio=0.01))", "model": name, "global_batch": 32, "seconds": 0.60}]
+    a, t_op = 2e-10, 4e-5   # s per factor-weighted byte, s per op
+    specs = ("topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd(levels=15, bucket=512)")
+    steps = [{"p": 2, "spec": "native", "model": name, "global_batch": 32, "seconds": 0.10}]
+    cpu = get_device("cpu")
+    for spec in specs:
+        by_class, n_ops = cal.program_totals(spec, m["tensor_shapes"])
+        assert sum(by_class) > 0 and n_ops >= 1
+        mb = sum(b * cpu.factor(c) for b, c in zip(by_class, CLASSES))
+        steps.append({"p": 2, "spec": spec, "model": name, "global_batch": 32, "seconds": 0.10 + a * mb + t_op * n_ops})
     data = {"collectives": [], "compute": [], "models": {name: m}, "steps": steps}
-    compute, codecs = cal.step_costs(data, 2, mem_bw_gbs=5.0)
+    compute, codec = cal.step_costs(data, 2, mem_bw_gbs=5.0)
     n = sum(int(np.prod(s)) for s in m["tensor_shapes"])
     assert compute[name] == pytest.approx((0.10 - 28 * n / 5e9) * 2)
-    plan = tensor_plan(compressors.parse("topk(ratio=0.01)"), [tuple(s) for s in m["tensor_shapes"]])
-    coded = float((plan.dense_bytes * plan.coded).sum())
-    enc, dec, _ = codecs["topk"]
-    assert 1 / enc + 1 / dec == pytest.approx(0.40 / coded)
-    enc, dec, _ = codecs["ef"]
-    assert 1 / enc + 1 / dec == pytest.approx(0.10 / coded)
+    assert codec["op_overhead_us"] == pytest.approx(t_op * 1e6, rel=1e-6)
+    for cls in CLASSES:
+        assert codec[f"{cls.replace('/', '_')}_gbs"] == pytest.approx(1 / (a * cpu.factor(cls)) / 1e9, rel=1e-6)
+    assert not any(spec.split("(")[0] in k for k in codec for spec in specs)
+    # a class the programs use more slowly than the one-scale fit: the per-class stage finds it
+    slow = [dict(steps[0])]
+    for e in steps[1:]:
+        by_class, n_ops = cal.program_totals(e["spec"], m["tensor_shapes"])
+        x = [a * cpu.factor(c) * (5 if c == "select" else 1) for c in CLASSES]
+        slow.append(dict(e, seconds=0.10 + sum(b * xc for b, xc in zip(by_class, x)) + 1e-6 * n_ops))
+    _, fitted = cal.step_costs({"steps": slow, "models": {name: m}}, 2)
+    assert fitted["select_gbs"] < 0.5 * codec["select_gbs"]
+    assert fitted["elementwise_gbs"] == pytest.approx(codec["elementwise_gbs"], rel=0.3)
+    # the simulator, on a profile with these constants, prices a measured spec back (encode + 1-payload decode)
+    cl = read_profile(write_profile(profile_dict("tb", 50, _fit(), 2, codec=codec, models=[m]), tmp_path / "t.toml"))
+    comp = compressors.parse("ef(topk(ratio=0.01))")
+    got = sum(c.enc + c.decode(1) for c in (codec_cost(comp, s, cl) for s in m["tensor_shapes"]))
+    assert got == pytest.approx(steps[2]["seconds"] - 0.10, rel=1e-6)
+    assert cal.step_costs({"steps": [], "models": {}}, 2) == ({}, {})

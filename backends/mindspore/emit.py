@@ -1,0 +1,229 @@
+"""Emit MindSpore source for a traced program and compile it into a GRAPH_MODE Cell.
+
+:func:`emit` walks the live equations of a :class:`~backends.mindspore.trace.Program`
+and asks the rule table (``backends.mindspore.rules.RULES``) for the source
+lines of each op; :func:`build_cell` writes the source to a real file (graph
+mode reads source files) and instantiates the ``nn.Cell``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from backends.mindspore.rules import RULES
+from backends.mindspore.trace import LoweringError, Program, Var
+
+MS_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
+             "uint16", "uint32", "uint64", "bool"}
+
+
+def _dt(dtype) -> str:
+    name = np.dtype(dtype).name
+    return "ms.bool_" if name == "bool" else f"ms.{name}"
+
+
+class Emitter:
+    """Names values, holds constants and primitives, collects source lines."""
+
+    def __init__(self, who: str, rng: str = "exact", rank: int = 0, seed: int = 0):
+        self.who, self.rng, self.rank, self.seed = who, rng, rank, seed
+        self.lines: list[str] = []
+        self.objs: dict[str, Any] = {}
+        self._scalars: dict = {}
+        self._n = 0
+
+    def error(self, msg: str) -> LoweringError:
+        return LoweringError(f"{self.who}: {msg}")
+
+    def name(self, v: Var) -> str:
+        return f"v{v.id}"
+
+    def ref(self, v) -> str:
+        if not isinstance(v, Var):
+            raise self.error(f"expected a traced array, got {v!r}")
+        return self.name(v)
+
+    def dt(self, dtype) -> str:
+        if np.dtype(dtype).name not in MS_DTYPES:
+            raise self.error(f"dtype {np.dtype(dtype).name} has no MindSpore equivalent")
+        return _dt(dtype)
+
+    def line(self, s: str) -> None:
+        self.lines.append(s)
+
+    def assign(self, v: Var, expr: str) -> None:
+        self.line(f"{self.name(v)} = {expr}")
+
+    def tmp(self, expr: str) -> str:
+        self._n += 1
+        name = f"t{self._n}"
+        self.line(f"{name} = {expr}")
+        return name
+
+    def _attr(self, obj, hint: str) -> str:
+        self._n += 1
+        name = f"{hint}{self._n}"
+        self.objs[name] = obj
+        return f"self.{name}"
+
+    def prim(self, obj, hint: str = "p") -> str:
+        return self._attr(obj, hint)
+
+    def prim_expr(self, src: str, hint: str = "p") -> str:
+        from mindspore import ops
+        return self._attr(eval(src, {"ops": ops}), hint)  # noqa: S307 (our own constant strings)
+
+    def const(self, value) -> str:
+        import mindspore as ms
+        value = np.asarray(value)
+        name = value.dtype.name
+        if name == "bfloat16":
+            return f"ops.cast({self._attr(ms.Tensor(value.astype(np.float32)), 'c')}, ms.bfloat16)"
+        if name not in MS_DTYPES:
+            raise self.error(f"constant of dtype {name}")
+        return self._attr(ms.Tensor(np.array(value, order="C")), "c")
+
+    def scalar(self, value, dtype) -> str:
+        dtype = np.dtype(dtype)
+        key = (repr(value), dtype.name)
+        if key not in self._scalars:
+            if dtype.name == "bfloat16":
+                self._scalars[key] = self.const(np.asarray(value, np.float32).astype(dtype))
+            else:
+                self._scalars[key] = self.const(np.asarray(value).astype(dtype))
+        return self._scalars[key]
+
+    def operand(self, a, dtype) -> str:
+        dtype = np.dtype(dtype)
+        if isinstance(a, Var):
+            return self.name(a) if a.dtype == dtype else f"ops.cast({self.name(a)}, {self.dt(dtype)})"
+        if isinstance(a, (bool, int, float, np.generic, np.ndarray)):
+            arr = np.asarray(a)
+            return self.scalar(arr.item(), dtype) if arr.ndim == 0 else self.const(arr.astype(dtype))
+        raise self.error(f"operand {a!r} is neither a traced array nor a number")
+
+    def filled(self, shape, value, dtype) -> str:
+        shape = tuple(int(s) for s in shape)
+        if any(s == 0 for s in shape):
+            return f"ops.zeros({shape!r}, {self.dt(dtype)})"
+        s = self.scalar(value, dtype)
+        return s if shape == () else f"ops.broadcast_to({s}, {shape!r})"
+
+
+def live_eqns(prog: Program, outputs: Sequence[Var]):
+    """The equations the outputs depend on, in program order (dead code removed)."""
+    need = {v.id for v in outputs}
+    keep = []
+    for eqn in reversed(prog.eqns):
+        if any(o.id in need for o in eqn.outs):
+            keep.append(eqn)
+            for a in _vars(eqn.args):
+                need.add(a.id)
+    return keep[::-1]
+
+
+def _vars(args):
+    for a in args:
+        if isinstance(a, Var):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _vars(a)
+
+
+BF16_NATIVE = {"asarray", "zeros", "full", "arange", "astype", "bitcast", "comm_sum", "comm_gather"}
+
+
+def emit(em: Emitter, prog: Program, outputs: Sequence[Var]) -> None:
+    """Run the rule of every live equation (the driver of the table).
+
+    bfloat16: MindSpore's CPU kernels mostly lack it, so every other op runs in
+    float32 on exact upcasts and rounds its result back to bfloat16 — what XLA
+    does for bf16 on CPU (a single + - * / sqrt rounded once from float32 is the
+    correctly rounded bf16 result); ``sum`` rounds after every halving step.
+    """
+    from backends.mindspore.trace import Eqn
+    for eqn in live_eqns(prog, outputs):
+        rule = RULES.get(eqn.op)
+        if rule is None:
+            raise em.error(f"op {eqn.op!r} has no MindSpore lowering rule")
+        if eqn.op in BF16_NATIVE or not any(v.dtype.name == "bfloat16" for v in list(_vars(eqn.args)) + list(eqn.outs)):
+            rule(em, eqn)
+            continue
+        shadow = {}
+
+        def sub(a):
+            if isinstance(a, Var) and a.dtype.name == "bfloat16":
+                if a.id not in shadow:
+                    shadow[a.id] = prog.new_var(a.shape, np.float32)
+                    em.line(f"{em.name(shadow[a.id])} = ops.cast({em.name(a)}, ms.float32)")
+                return shadow[a.id]
+            if isinstance(a, (list, tuple)) and not isinstance(a, np.ndarray):
+                return type(a)(sub(x) for x in a)
+            return a
+
+        args = tuple(sub(a) for a in eqn.args)
+        outs = tuple(prog.new_var(o.shape, np.float32) if o.dtype.name == "bfloat16" else o for o in eqn.outs)
+        attrs = dict(eqn.attrs, round_to="bfloat16") if eqn.op in ("sum", "scatter_add") else eqn.attrs
+        rule(em, Eqn(eqn.op, args, attrs, outs, eqn.out_tree))
+        for o, so in zip(eqn.outs, outs):
+            if so is not o:
+                em.line(f"{em.name(o)} = ops.cast({em.name(so)}, ms.bfloat16)")
+
+
+_CELL_TEMPLATE = '''"""Generated by backends.mindspore.lower for {who} — do not edit."""
+import mindspore as ms
+from mindspore import nn, ops
+
+
+class Lowered(nn.Cell):
+    def __init__(self, objs):
+        super().__init__()
+        for key, value in objs.items():
+            setattr(self, key, value)
+
+    def construct(self, {args}):
+{body}
+'''
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("KFSIM_MS_CACHE", Path.home() / ".cache" / "kfsim" / "mindspore_lowered"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def build_cell(who: str, args: Sequence[str], body: Sequence[str], objs: dict):
+    """Write the generated source to a file, import it, instantiate the Cell."""
+    src = _CELL_TEMPLATE.format(who=who.replace('"', "'"), args=", ".join(args) if args else "",
+                                body="\n".join("        " + b for b in body) or "        pass")
+    digest = hashlib.sha1(src.encode()).hexdigest()[:16]
+    path = cache_dir() / f"lowered_{digest}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(src)
+        tmp.replace(path)
+    modname = f"kfsim_lowered_{digest}"
+    mod = sys.modules.get(modname)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+    cell = mod.Lowered(objs)
+    cell.source_path = str(path)
+    return cell
+
+
+def program_cell(prog: Program, outputs: Sequence[Var], who: str, rng="exact", rank=0, seed=0):
+    """A Cell computing ``outputs`` from ``prog.inputs`` (positional arguments)."""
+    em = Emitter(who, rng, rank, seed)
+    emit(em, prog, outputs)
+    args = [em.name(v) for v in prog.inputs]
+    ret = "".join(em.name(v) + ", " for v in outputs)
+    return build_cell(who, args, em.lines + [f"return ({ret})"], em.objs)

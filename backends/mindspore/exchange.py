@@ -1,0 +1,125 @@
+"""Trace one exchange step of a compressor into a program: the runner with a traced communicator.
+
+``trace_exchange`` runs :func:`compressors.protocol.run` on tracing ops:
+``comm="collective"`` — one worker per process with :class:`TracedCollective`
+(each bucket's payloads fused per round, law and dtype into one buffer, one
+``comm_sum``/``comm_gather`` equation per buffer, lowered to AllReduce /
+AllGather); ``comm="loopback"`` — all n workers in one program with the
+runner's in-process loopback.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from backends.mindspore.trace import LoweringError, Program, TracingOps, Var
+from compressors import protocol
+from compressors.buckets import DEFAULT_BUCKET_BYTES
+from compressors.core import Compressor, Keys
+
+# ---------------------------------------------------------------------------------------------
+# Tracing a whole exchange
+# ---------------------------------------------------------------------------------------------
+
+class Traced(NamedTuple):
+    prog: Program
+    grads: list            # per local worker: list of input Vars (flattened leaves)
+    state_in: list         # per local worker: list of input Vars (flattened state)
+    step: Var
+    means: list            # [output Vars of the mean (flattened leaves), as worker 0 decodes it]
+    state_out: list        # per local worker: output Vars
+    state_tree: Any
+    plan: Any              # the compressor's ExchangePlan (buckets, collectives, bits)
+
+
+def _flat(tree):
+    import jax.tree_util as jtu
+    return jtu.tree_flatten(tree)
+
+
+def trace_init(comp: Compressor, avals, who: str):
+    """Program: grads -> fresh state (flattened)."""
+    prog = Program(who)
+    ops = TracingOps(prog)
+    grads = tuple(prog.input(s, d) for s, d in avals)
+    state = comp.init(ops, grads)
+    leaves, tree = _flat(state)
+    for leaf in leaves:
+        if not isinstance(leaf, Var):
+            raise LoweringError(f"{who}: state leaf {leaf!r} is not an array (state must be arrays)")
+    return prog, list(leaves), tree
+
+
+class TracedWorkers(protocol.Loop):
+    """The runner's LOOP workers, each with its own counter of random call
+    sites (fast RNG seeds a draw by rank and site, so worker w's k-th draw is
+    the same whether it is traced alone or beside the others)."""
+
+    def __init__(self, prog: Program, count: int):
+        self.prog, self.sites = prog, [0] * count
+
+    def call(self, w, fn, *args):
+        self.prog.rng_sites = self.sites[w]
+        try:
+            return fn(*args)
+        finally:
+            self.sites[w] = self.prog.rng_sites
+
+
+class TracedCollective:
+    """The communicator of a traced worker: per bucket, round and law the
+    payloads are fused into one flat buffer per dtype (``protocol.fuse``) and
+    each buffer becomes one ``comm_sum`` (AllReduce) or ``comm_gather``
+    (AllGather) equation; empty buffers are not sent."""
+
+    def __init__(self, prog: Program, n: int):
+        self.prog, self.n = prog, n
+
+    def _collect(self, ops, arrays, op: str, lead: tuple):
+        bufs, segs = protocol.fuse(ops, [a[0] for a in arrays])
+        got = [self.prog.bind(op, (b,), {"n": self.n}) if b.size else ops.zeros(lead + (0,), b.dtype)
+               for b in bufs]
+        return protocol.split(ops, got, segs, lead)
+
+    def sum(self, ops, arrays):
+        return self._collect(ops, arrays, "comm_sum", ())
+
+    def gather(self, ops, arrays):
+        return self._collect(ops, arrays, "comm_gather", (self.n,))
+
+
+def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], seed: int, comm: str,
+                   who: str, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Traced:
+    """Trace one step of the protocol (the runner) for the local workers ``ranks``."""
+    if comm not in ("collective", "loopback"):
+        raise ValueError(f"comm must be 'collective' or 'loopback', got {comm!r}")
+    _, init_leaves, tree = trace_init(comp, avals, who)
+    prog = Program(who)
+    ops = TracingOps(prog)
+    grads = [tuple(prog.input(s, d) for s, d in avals) for _ in ranks]
+    state_in = [[prog.input(v.shape, v.dtype) for v in init_leaves] for _ in ranks]
+    states = [_unflat(tree, s) for s in state_in]
+    step = prog.input((), np.int32)
+    shared = ops.fold_in(ops.key(seed), step)
+    shared.origin = ("shared",)
+    keys = []
+    for r in ranks:
+        w = ops.fold_in(shared, r + 1)
+        w.origin = ("worker", r)
+        keys.append(Keys(w, shared))
+    communicator = protocol.Loopback(n) if comm == "loopback" else TracedCollective(prog, n)
+    res = protocol.run(ops, comp, grads, states, keys, communicator,
+                       workers=TracedWorkers(prog, len(ranks)), bucket_bytes=bucket_bytes)
+    means, outs = [list(_flat(res.mean)[0])], []
+    for st in res.states:
+        sleaves, stree = _flat(st)
+        if stree != tree:
+            raise LoweringError(f"{who}: decode returned a state of another structure ({stree} vs {tree})")
+        outs.append(list(sleaves))
+    return Traced(prog, [list(g) for g in grads], state_in, step, means, outs, tree, res.plan)
+
+
+def _unflat(tree, leaves):
+    import jax.tree_util as jtu
+    return jtu.tree_unflatten(tree, leaves)

@@ -1,0 +1,255 @@
+"""What a compressor's encode and decode *do*, counted from its own op program.
+
+No compressor is named here: a compressor (built-in or a user's) is traced
+(:func:`compressors.program.trace_codec`) into the equations of one tensor's
+single-worker encode and n-worker decode, and every equation is counted:
+
+* **bytes** read and written, from its Vars' shapes and dtypes: every
+  distinct array input is read once, every output written once; ``gather``
+  reads its indices and the gathered elements only (not all of x);
+* **FLOPs** for the matrix products (the only ops that can be compute-bound):
+  ``matmul`` of (m, k)·(k, n) is 2mkn, ``matmul_nt`` of (n, r), (m, r) is
+  2nmr, ``sub_matmul_nt`` 2nmr + nm; the FLOPs' dtype is the inputs';
+* a **cost class**, which a device profile turns into a throughput:
+
+  ==================  =================================================================
+  ``elementwise``     arithmetic, comparisons, casts, where, fills, copies (pad,
+                      concatenate, stack, transpose), ``add``
+  ``reduction``       ``sum``, ``max``, ``bucket_min_max``, ``sum_abs``
+  ``matmul``          ``matmul``, ``matmul_nt``, ``sub_matmul_nt``
+  ``select``          ``top_k``, ``nonzero``, ``top_k_abs`` (selection / sort-like)
+  ``gather/scatter``  ``gather``, ``scatter_add`` (data-dependent addresses)
+  ``rng``             ``random_bits``, ``uniform``, ``fold_in`` (threefry)
+  ``pack``            ``pack_bits``, ``unpack_bits``, ``quantize_pack``,
+                      ``dequantize``, ``pack_signs``, ``unpack_signs``
+  ==================  =================================================================
+
+* the **number of ops** (kernels): each costs a launch/dispatch overhead.
+
+Free (no kernel, no bytes, not counted): ``reshape``, ``bitcast`` and static
+slicing ``x[a:b]`` (views), constants (``asarray``; static key arithmetic is
+folded into constants at trace time) and a cast to the dtype an array
+already has. Ops whose result reaches no output are dropped (a compiled
+backend never runs them). Fused ops (``compressors.ops.Fused``:
+``bucket_min_max``, ``quantize_pack``, ``top_k_abs``, ...) are traced as one
+equation each, at their own inputs and outputs — the one-pass kernel a
+backend may give them — never as the composition that defines them.
+
+**Decode scales with n.** A GATHER round hands decode a stacked payload
+(leading axis n); its decode either loops over the payloads (the same
+equations once per payload) or runs vectorised ops over the stack (bytes
+linear in n). Either way the decode program is linear in n, so
+:func:`codec_cost` traces decode at two worker counts and takes the
+difference: ``decode_per_worker = D(3) − D(2)`` and the intercept
+``decode = D(2) − 2·decode_per_worker``, so ``decode_at(n) = decode +
+n·decode_per_worker`` for every n ≥ 2 without retracing (a test checks n = 4
+against a trace). Why two traces rather than tracing "the per-payload part":
+that part is not separable in general (a vectorised decode has no
+per-payload equations, only bigger ones), while the difference of two
+traces is exact for both styles and needs nothing from the compressor.
+Why n = 2, 3 and not 1, 2: ``mean_of`` skips the 1/n scaling at n = 1, so
+n = 1 is not on the line. Counts are signed (the intercept may hold, e.g.,
+minus one ``add`` of a loop ``total + d_i``); only ``decode_at(n)`` for
+n ≥ 2 is a real program. SUM rounds decode one summed payload: their
+per-worker slope is empty.
+
+A dense SUM exchange (``none()``) has an empty encode and a decode of one
+elementwise op, the 1/n scaling of the summed gradient (what an all-reduce
+with averaging does inside the collective; the simulator therefore charges
+tensors sent dense nothing, see ``kfsim.sim.codec``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from compressors.ops import FUSED_NAMES, OP_NAMES
+from compressors.program import BINARY, UNARY, Var, trace_codec, vars_of
+
+CLASSES = ("elementwise", "reduction", "matmul", "select", "gather/scatter", "rng", "pack")
+FREE = "free"
+
+OP_CLASS: dict[str, str] = {
+    **{op: "elementwise" for op in BINARY}, **{op: "elementwise" for op in UNARY},
+    **{op: "elementwise" for op in ("abs", "sign", "sqrt", "floor", "maximum", "minimum", "where",
+                                    "isfinite", "frexp", "ldexp", "astype", "concatenate", "stack", "pad",
+                                    "transpose", "zeros", "full", "arange")},
+    "reshape": FREE, "bitcast": FREE, "getitem": FREE, "asarray": FREE,
+    "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
+    "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
+    "top_k": "select", "nonzero": "select", "top_k_abs": "select",
+    "gather": "gather/scatter", "scatter_add": "gather/scatter",
+    "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
+    "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
+    "pack_signs": "pack", "unpack_signs": "pack",
+}
+_unclassified = (set(OP_NAMES) | set(FUSED_NAMES)) - set(OP_CLASS)
+assert not _unclassified, f"ops without a cost class: {sorted(_unclassified)}"
+
+
+class OpCost(NamedTuple):
+    """One kernel: its op, cost class, bytes in and out, FLOPs (and their dtype)."""
+
+    op: str
+    cls: str
+    bytes_read: float
+    bytes_written: float
+    flops: float = 0.0
+    flop_dtype: str = ""
+
+
+class ClassTotals(NamedTuple):
+    count: float
+    bytes_read: float
+    bytes_written: float
+    flops: float
+
+
+class OpCounts(NamedTuple):
+    """A multiset of kernels: ``entries`` are (OpCost, count) with signed float
+    counts (identical kernels merged, first appearance first)."""
+
+    entries: tuple = ()
+
+    @classmethod
+    def of(cls, eqns) -> "OpCounts":
+        counts: dict = {}
+        for e in eqns:
+            c = op_cost(e)
+            if c is not None:
+                counts[c] = counts.get(c, 0.0) + 1.0
+        return cls(tuple(counts.items()))
+
+    def plus(self, other: "OpCounts", scale: float = 1.0) -> "OpCounts":
+        """self + scale · other (zero counts dropped)."""
+        counts = dict(self.entries)
+        for c, k in other.entries:
+            counts[c] = counts.get(c, 0.0) + scale * k
+        return OpCounts(tuple((c, k) for c, k in counts.items() if abs(k) > 1e-9))
+
+    def times(self, scale: float) -> "OpCounts":
+        return OpCounts(tuple((c, k * scale) for c, k in self.entries if k * scale))
+
+    @property
+    def n_ops(self) -> float:
+        return sum(k for _, k in self.entries)
+
+    @property
+    def bytes_read(self) -> float:
+        return sum(k * c.bytes_read for c, k in self.entries)
+
+    @property
+    def bytes_written(self) -> float:
+        return sum(k * c.bytes_written for c, k in self.entries)
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def flops(self) -> float:
+        return sum(k * c.flops for c, k in self.entries)
+
+    def by_class(self) -> dict[str, ClassTotals]:
+        out: dict = {}
+        for c, k in self.entries:
+            t = out.get(c.cls, ClassTotals(0.0, 0.0, 0.0, 0.0))
+            out[c.cls] = ClassTotals(t.count + k, t.bytes_read + k * c.bytes_read,
+                                     t.bytes_written + k * c.bytes_written, t.flops + k * c.flops)
+        return out
+
+    def ops(self) -> dict[str, float]:
+        """Count per op name."""
+        out: dict = {}
+        for c, k in self.entries:
+            out[c.op] = out.get(c.op, 0.0) + k
+        return out
+
+
+def _distinct(vs):
+    seen, out = set(), []
+    for v in vs:
+        if v.id not in seen:
+            seen.add(v.id)
+            out.append(v)
+    return out
+
+
+def op_cost(eqn) -> OpCost | None:
+    """The cost of one equation (None: free)."""
+    cls = OP_CLASS.get(eqn.op)
+    if cls is None:
+        raise ValueError(f"op {eqn.op!r} has no cost class (compressors.cost.OP_CLASS)")
+    if cls == FREE:
+        return None
+    ins = _distinct(vars_of(eqn.args))
+    if eqn.op == "astype" and ins and ins[0].dtype == eqn.outs[0].dtype:
+        return None  # a cast to the array's own dtype is no kernel
+    written = float(sum(o.nbytes for o in eqn.outs))
+    if eqn.op == "gather":
+        x, idx = eqn.args
+        read = float(idx.nbytes + eqn.outs[0].size * x.dtype.itemsize)
+    else:
+        read = float(sum(v.nbytes for v in ins))
+    flops, fdt = 0.0, ""
+    if cls == "matmul":
+        flops, fdt = _matmul_flops(eqn)
+    return OpCost(eqn.op, cls, read, written, flops, fdt)
+
+
+def _matmul_flops(eqn) -> tuple[float, str]:
+    arrays = [a for a in eqn.args if isinstance(a, Var)]
+    if eqn.op == "matmul":
+        a, b = arrays
+        (m, k), n = a.shape, b.shape[-1]
+        return 2.0 * m * k * n, a.dtype.name
+    if eqn.op == "matmul_nt":
+        a, b = arrays
+        return 2.0 * a.shape[0] * b.shape[0] * a.shape[1], a.dtype.name
+    c, a, b = arrays  # sub_matmul_nt
+    return 2.0 * a.shape[0] * b.shape[0] * a.shape[1] + c.size, a.dtype.name
+
+
+class CodecCost(NamedTuple):
+    """One tensor's codec: the encode of one worker, and its decode of n
+    workers' payloads as ``decode + n · decode_per_worker`` (n >= 2)."""
+
+    encode: OpCounts
+    decode: OpCounts
+    decode_per_worker: OpCounts
+
+    def decode_at(self, n: int) -> OpCounts:
+        return self.decode.plus(self.decode_per_worker, float(n))
+
+
+TRACE_N = (2, 3)   # the two worker counts decode is traced at (see the module docstring)
+
+
+def trace_cost(comp, shape, dtype, reference_ops) -> CodecCost:
+    """Trace ``comp`` on one tensor (at n = 2 and 3) and count its ops (uncached)."""
+    a, b = TRACE_N
+    pa = trace_codec(comp, shape, dtype, reference_ops, n=a)
+    pb = trace_codec(comp, shape, dtype, reference_ops, n=b)
+    da, db = OpCounts.of(pa.decode), OpCounts.of(pb.decode)
+    per = db.plus(da, -1.0).times(1.0 / (b - a))
+    return CodecCost(OpCounts.of(pa.encode), da.plus(per, -float(a)), per)
+
+
+_CACHE: dict = {}
+
+
+def codec_cost(comp, shape, dtype, reference_ops) -> CodecCost:
+    """:func:`trace_cost`, cached per (spec, shape, dtype, reference binding):
+    every compressor is traced once per distinct tensor shape. A spec string
+    names one compressor (the registry's canonical specs are unique), so two
+    different programs must not share a spec."""
+    key = (comp.spec, tuple(int(s) for s in shape), np.dtype(dtype).name, getattr(reference_ops, "name", id(reference_ops)))
+    found = _CACHE.get(key)
+    if found is None:
+        found = _CACHE[key] = trace_cost(comp, shape, dtype, reference_ops)
+    return found
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
