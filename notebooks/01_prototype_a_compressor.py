@@ -26,25 +26,12 @@
 # notebook 3 to MindSpore.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib
-matplotlib.use("Agg")  # figures are written as PNG files (and shown inline in Jupyter)
 import matplotlib.pyplot as plt
 import numpy as np
 
-# Where figures go: $KFSIM_NB_OUT (the test suite sets it), else results/notebooks/.
-OUT = Path(os.environ.get("KFSIM_NB_OUT", "../results/notebooks")) / "01_prototype"
-OUT.mkdir(parents=True, exist_ok=True)
+from nbfigures import figures  # notebooks/nbfigures.py: OUT folder and save(fig, name)
 
-
-def save(fig, name):
-    path = OUT / name
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    print("wrote", path)
-    return path
+OUT, save = figures("01_prototype")
 
 
 # %% [markdown]
@@ -158,15 +145,11 @@ def roundtrip_fn(comp):
 # construction:
 
 # %%
-def reference(x, ratio, block):
-    nb, k, _ = block_plan(ratio, block, x.size)
-    rows = np.concatenate([x.ravel(), np.zeros(nb * block - x.size, x.dtype)]).reshape(nb, block)
-    out = np.zeros_like(rows)
-    for j in range(nb):
-        keep = np.argsort(-np.abs(rows[j]), kind="stable")[:k]
-        out[j, keep] = rows[j, keep]
-    return out.ravel()[: x.size].reshape(x.shape)
+import inspect
 
+from blockwise_topk import reference  # sort each block, keep its k largest (kept beside the compressor)
+
+print(inspect.getsource(reference))
 
 out = roundtrip_fn(bt)(grads[-1], 0)
 for name in grads[-1]:

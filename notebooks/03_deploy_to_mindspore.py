@@ -25,25 +25,12 @@
 # 3. put its measured loss and step time next to the simulation of the same run.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib
-matplotlib.use("Agg")  # figures are written as PNG files (and shown inline in Jupyter)
 import matplotlib.pyplot as plt
 import numpy as np
 
-# Where figures go: $KFSIM_NB_OUT (the test suite sets it), else results/notebooks/.
-OUT = Path(os.environ.get("KFSIM_NB_OUT", "../results/notebooks")) / "03_deploy"
-OUT.mkdir(parents=True, exist_ok=True)
+from nbfigures import figures  # notebooks/nbfigures.py: OUT folder and save(fig, name)
 
-
-def save(fig, name):
-    path = OUT / name
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    print("wrote", path)
-    return path
+OUT, save = figures("03_deploy")
 
 
 # %%
@@ -130,8 +117,10 @@ print(f"{measured.steps[-1].bytes_sent} bytes on the wire per step and worker")
 # on samples `[r::2]`, same compressor keys — with JAX numerics and a simulated clock. The
 # clock needs a profile of *this* host. Two numbers are measured here: compute (one jitted
 # forward and backward of a worker's 32 samples) and the codec (the compiled MindSpore
-# exchange of the conformance check, both workers in one graph, timed per worker and booked
-# as encode throughput in `[codec.blockwise_topk]`). The link is an assumption for
+# exchange of the conformance check, both workers in one graph, timed per worker). The codec
+# time is turned into the profile's `[codec]` table — per-op-class throughput and per-kernel
+# overhead, fitted by `kfsim.testbed.calibrate.fit_codec` to the bytes and kernels of
+# `blockwise_topk`'s own op program (no compressor is named in a profile). The link is an assumption for
 # MindSpore's CPU collective over loopback TCP ("mccl", its echo ring); `kfsim calibrate`
 # fits link and codec costs on an emulated testbed (root only).
 
@@ -139,6 +128,7 @@ print(f"{measured.steps[-1].bytes_sent} bytes on the wire per step and worker")
 import time
 
 from kfsim.catalog import config as cfgmod
+from kfsim.testbed.calibrate import fit_codec, program_totals
 from kfsim.train import loop as train_loop
 from kfsim.train.config import RunConfig
 from kfsim.train.timing import model_profile
@@ -154,8 +144,10 @@ t0 = time.perf_counter()
 for step in range(3, 8):
     loop(per_worker, ms_states, step)
 codec_s = (time.perf_counter() - t0) / 5 / 2  # the loopback graph runs both workers' protocol
-dense_bytes = sum(int(np.prod(shape)) * 4 for shape, _ in avals)
 mlp = model_profile("mlp", BATCH // 2)
+class_bytes, n_ops = program_totals(SPEC, mlp.tensor_shapes, n=2)
+codec_table = fit_codec([(codec_s, class_bytes, n_ops, SPEC)])
+codec_lines = "\n".join(f"{k} = {v!r}" for k, v in codec_table.items())
 host = OUT / "this_host.toml"
 host.write_text(f'''
 name = "this-host"
@@ -168,9 +160,8 @@ gpus_per_node = 1
 inter = {{ name = "loopback-mccl", bandwidth_gbps = 2.0, latency_us = 50 }}
 collective = "mccl"
 
-[codec.blockwise_topk]   # measured encode + decode, booked as encode
-encode_gbs = {dense_bytes / codec_s / 1e9!r}
-decode_gbs = 1000.0
+[codec]   # fitted to the measured exchange from blockwise_topk's op program
+{codec_lines}
 
 [compute_s]
 "{mlp.name}" = {compute_s!r}

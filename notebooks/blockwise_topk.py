@@ -31,6 +31,18 @@ def block_plan(ratio: float, block: int, d: int) -> tuple[int, int, int]:
     return -(-d // block), k, max(1, math.ceil(math.log2(block)))
 
 
+def reference(x: np.ndarray, ratio: float, block: int) -> np.ndarray:
+    """Plain NumPy reference of one worker's round trip: sort each block, keep its k largest
+    magnitudes (stable: lowest index first among ties)."""
+    nb, k, _ = block_plan(ratio, block, x.size)
+    rows = np.concatenate([x.ravel(), np.zeros(nb * block - x.size, x.dtype)]).reshape(nb, block)
+    out = np.zeros_like(rows)
+    for j in range(nb):
+        keep = np.argsort(-np.abs(rows[j]), kind="stable")[:k]
+        out[j, keep] = rows[j, keep]
+    return out.ravel()[: x.size].reshape(x.shape)
+
+
 def blockwise_topk_leaf(ratio: float, block: int):
     def select(ops, x):
         """Global indices (block-major, nb*k) of the k largest |x| of every block."""

@@ -115,16 +115,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import backends, compressors
 from compressors.core import make_keys
-from blockwise_topk import block_plan, blockwise_topk
-
-def reference(x, ratio, block):
-    nb, k, _ = block_plan(ratio, block, x.size)
-    rows = np.concatenate([x.ravel(), np.zeros(nb * block - x.size, x.dtype)]).reshape(nb, block)
-    out = np.zeros_like(rows)
-    for j in range(nb):
-        keep = np.argsort(-np.abs(rows[j]), kind="stable")[:k]
-        out[j, keep] = rows[j, keep]
-    return out.ravel()[: x.size].reshape(x.shape)
+from blockwise_topk import block_plan, blockwise_topk, reference
 
 rng = np.random.default_rng(0)
 shapes = {"m": (37, 29), "v": (256,), "s": (), "e": (0,), "t": (5,), "r": (3, 100)}

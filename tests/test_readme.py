@@ -18,4 +18,9 @@ def test_quickstart_is_exactly_two_commands():
     section = text[text.index("## Quickstart"): text.index("## One compressor")]
     fences = section.split("```bash")[1:]
     commands = [f.split("```")[0].strip() for f in fences]
-    assert commands == ["bash .ci/setup && kfsim scale", "python -m pytest"]
+    assert commands == ["bash .ci/setup && .venv/bin/kfsim scale", ".venv/bin/python -m pytest"]
+
+
+def test_ci_runs_the_two_commands():
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "bash .ci/setup" in ci and ".venv/bin/kfsim scale" in ci and ".venv/bin/python -m pytest" in ci

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import signal
 import socket
 import subprocess
@@ -76,6 +77,19 @@ def model_avals(model: str, hidden: int = 2900):
             raise ValueError(f"model must be mlp, cnn or wide, got {model!r}")
         p = {k: np.zeros(s, np.float32) for k, s in models.get(model).shapes.items()}
     return [(p[k].shape, p[k].dtype) for k in sorted(p)]
+
+
+def msrun_path() -> str:
+    """MindSpore's ``msrun`` of *this* interpreter's environment (a venv need not be
+    activated), else the one on PATH; LaunchError when there is none."""
+    own = Path(sys.executable).parent / "msrun"
+    if own.is_file() and os.access(own, os.X_OK):
+        return str(own)
+    found = shutil.which("msrun")
+    if found is None:
+        raise LaunchError(f"msrun not found beside {sys.executable} nor on PATH "
+                          "(install MindSpore into this environment: pip install 'kfsim[mindspore]')")
+    return found
 
 
 def validate(spec: str, workers: int, model: str, steps: int, batch: int, device: str, rng: str,
@@ -139,8 +153,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         if ckpt_dir is None:
             raise ValueError("resume_step needs ckpt_dir")
         check_checkpoint(Path(ckpt_dir), meta, resume_step, workers)
-    if shutil.which("msrun") is None:
-        raise LaunchError("msrun not found on PATH (pip install mindspore)")
+    msrun = msrun_path()
     own_logs = log_dir is None
     log_dir = Path(tempfile.mkdtemp(prefix="kfsim-msrun-")) if own_logs else Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +176,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         args += ["--import", m]
     args += list(extra_args or [])
     port = free_port(workers)
-    cmd = ["msrun", f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
+    cmd = [msrun, f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
            f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
     env = dict(os.environ, GLOG_v="3", PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
     for r in range(workers):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -54,7 +53,8 @@ def pick_port(rng: random.Random | None = None) -> int:
 
 def msrun_argv(workers: int, node_rank: int, master_addr: str, port: int, log_dir: Path,
                script: str, args: list[str], cluster_time_out: int = 90) -> list[str]:
-    msrun = shutil.which("msrun") or "msrun"
+    from kfsim.launch.launcher import msrun_path
+    msrun = msrun_path()
     return [msrun, f"--worker_num={workers}", "--local_worker_num=1", f"--master_addr={master_addr}",
             f"--master_port={port}", f"--node_rank={node_rank}", f"--log_dir={log_dir}", "--join=True",
             f"--cluster_time_out={cluster_time_out}", script, *args]
