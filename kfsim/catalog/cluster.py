@@ -1,6 +1,8 @@
 """A cluster: devices, how many per node, the links inside and between nodes.
 
-``nodes × gpus_per_node`` is the cluster's own size; a sweep over workers
+``nodes × gpus_per_node`` is the cluster's own size; each node reaches the
+others through ``nics_per_node`` NICs of the ``inter`` link (default 1: the
+node's devices share one NIC); a sweep over workers
 grows or shrinks it node by node (p workers use ⌈p / gpus_per_node⌉ nodes).
 A *cluster profile* (``kfsim calibrate``) is the same object with measured
 links, measured compute time per model, measured codec-kernel constants and a
@@ -77,6 +79,8 @@ class Cluster(NamedTuple):
     servers: int | None = None      # dedicated parameter servers (collective "ps"); None = co-located
     gamma: float | None = None      # reduction s/byte; None = 3 / device.mem_bw
     source: str = ""
+    nics_per_node: int = 1          # k: inter-node NICs per node, each ``inter``'s bandwidth; 1 = one NIC shared
+                                    # by the node's devices, gpus_per_node = one per device (rail-optimised)
 
     @property
     def workers(self) -> int:

@@ -15,6 +15,7 @@ Example (all sections optional)::
     device = "rtx3090"                     # catalog name, or a table like [[devices]]
     nodes = 4
     gpus_per_node = 4
+    nics_per_node = 1                      # inter-node NICs per node (1 shared; = gpus_per_node: one per device)
     intra = "pcie4"                        # catalog name, or a table:
     inter = { bandwidth_gbps = 0.94, latency_us = 180, efficiency = 1.0 }
     collective = "mccl"                    # ring | tree | rhd | hierarchical | ps | mccl
@@ -161,6 +162,7 @@ class ClusterCfg(_Strict):
     device: Union[str, DeviceCfg] = "rtx3090"
     nodes: int = Field(4, ge=1)
     gpus_per_node: int = Field(4, ge=1)
+    nics_per_node: int = Field(1, ge=1, description="inter-node NICs per node, each of the inter link's bandwidth")
     intra: Union[str, LinkCfg] = "pcie4"
     inter: Union[str, LinkCfg] = "1gbe"
     collective: Literal["ring", "tree", "rhd", "hierarchical", "ps", "mccl"] = "ring"
@@ -168,6 +170,14 @@ class ClusterCfg(_Strict):
     servers: int | None = Field(None, ge=1)
     gamma_s_per_byte: float | None = Field(None, ge=0)
     topology: TopologyCfg = TopologyCfg()
+
+    @field_validator("nics_per_node")
+    @classmethod
+    def _nics(cls, v, info: ValidationInfo):
+        g = info.data.get("gpus_per_node")
+        if g is not None and v > g:
+            raise ValueError(f"{v} NICs per node for {g} devices per node: at most one NIC per device")
+        return v
 
 
 class CodecCfg(_Strict):
@@ -337,7 +347,7 @@ def build_cluster(cfg: Config, where: str = "config") -> Cluster:
     topo = Topology(c.topology.kind, c.topology.nodes_per_leaf, c.topology.oversubscription, c.topology.spines)
     return Cluster(cfg.name, dev, c.gpus_per_node, c.nodes, links[0], links[1], topo, c.collective,
                    c.interference, cfg.codec.build(), tuple(sorted(cfg.compute_s.items())), c.servers,
-                   c.gamma_s_per_byte, cfg.source)
+                   c.gamma_s_per_byte, cfg.source, c.nics_per_node)
 
 
 def load(path: str | Path) -> tuple[Config, Cluster]:

@@ -38,6 +38,7 @@ def cluster_dict(cluster: Cluster) -> dict:
         "cluster": {
             "device": _device_dict(d),
             "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
+            "nics_per_node": cluster.nics_per_node,
             "intra": _link_dict(cluster.intra), "inter": _link_dict(cluster.inter),
             "collective": cluster.collective, "interference": cluster.interference,
             "topology": {"kind": cluster.topology.kind, "nodes_per_leaf": cluster.topology.nodes_per_leaf,

@@ -45,7 +45,7 @@ def advise_command(
     device: Optional[str] = typer.Option(None, help="accelerator from the catalog"),
     gpus_per_node: Optional[int] = typer.Option(None, help="devices per node"),
     collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
-    bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MB"),
+    bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B)"),
     batch: Optional[int] = typer.Option(None, help="batch per worker"),
     out: Path = typer.Option(Path("results/advise"), help="output folder (CSV, JSON, PNG heat map)"),
     plot: bool = typer.Option(True, help="write the PNG heat map"),

@@ -23,6 +23,8 @@ from kfsim.catalog import get_device, get_link, seed_cluster
 from kfsim.sim import report
 from kfsim.sim.predict import as_model, predict_iteration, single_worker_time
 
+MIB = 2.0**20  # one unit for bytes in every CLI header and column: MiB
+
 # Slot → candidate specs, first one registered wins (names changed while the library grew).
 DEFAULT_SLOTS = (
     ("none()",),
@@ -86,6 +88,10 @@ def resolve(config: Optional[Path], **flags):
         if flags["gpus_per_node"] < 1:
             raise ValueError(f"--gpus-per-node must be >= 1, got {flags['gpus_per_node']}")
         cluster = cluster._replace(gpus_per_node=flags["gpus_per_node"])
+    if flags.get("nics_per_node") is not None:
+        if flags["nics_per_node"] < 1:
+            raise ValueError(f"--nics-per-node must be >= 1, got {flags['nics_per_node']}")
+        cluster = cluster._replace(nics_per_node=flags["nics_per_node"])
     if flags.get("collective"):
         from kfsim.sim.algorithms import check_name
         cluster = cluster._replace(collective=check_name(flags["collective"]))
@@ -121,7 +127,8 @@ def run_scale(scale, cluster, *, jitter: float = 0.0, progress: bool = True) -> 
         total = b.total_s + idle
         rows.append({"compressor": spec, "spec": compressors.parse(spec).spec, "workers": w, "total_s": total, "compute_s": b.compute_s,
                      "exposed_comm_s": b.exposed_comm_s, "codec_s": b.codec_s, "idle_s": b.idle_s + idle,
-                     "comm_s": b.comm_s, "mb_per_worker": b.bytes_per_worker / 1e6, "buckets": b.buckets,
+                     "comm_s": b.comm_s, "payload_MiB_per_worker": b.bytes_per_worker / MIB,
+                     "wire_MiB_per_worker": b.wire_bytes_per_worker / MIB, "buckets": b.buckets,
                      "rounds": b.rounds})
         if spec == specs[0]:
             base[w] = total
@@ -151,14 +158,16 @@ def print_tables(console: Console, rows: list[dict], scale, cluster, title: str)
         t.add_row(str(w), *[f"{by[s, w]['total_s']:.3g} ({by[s, w]['speedup_vs_none']:.2g}×)" for s in specs])
     console.print(t)
     w0 = cluster.workers if cluster.workers in workers else workers[len(workers) // 2]
-    b = Table(title=f"breakdown at {w0} workers (seconds)")
-    for c in ("compressor", "total", "compute", "exposed comm", "codec", "idle", "MB/worker", "speedup",
-              "scaling eff."):
+    b = Table(title=f"breakdown at {w0} workers (seconds; bytes per worker per iteration in MiB = 2^20 B: "
+                    f"payload = the compressor's, wire = what the {cluster.collective} collective sends)")
+    for c in ("compressor", "total", "compute", "exposed comm", "codec", "idle", "payload MiB", "wire MiB",
+              "speedup", "scaling eff."):
         b.add_column(c, justify="right" if c != "compressor" else "left")
     for s in specs:
         r = by[s, w0]
         b.add_row(s, f"{r['total_s']:.4g}", f"{r['compute_s']:.4g}", f"{r['exposed_comm_s']:.4g}",
-                  f"{r['codec_s']:.3g}", f"{r['idle_s']:.3g}", f"{r['mb_per_worker']:.4g}",
+                  f"{r['codec_s']:.3g}", f"{r['idle_s']:.3g}", f"{r['payload_MiB_per_worker']:.4g}",
+                  f"{r['wire_MiB_per_worker']:.4g}",
                   f"{r['speedup_vs_none']:.3g}×", f"{r['scaling_efficiency']:.1%}")
     console.print(b)
 
@@ -193,8 +202,9 @@ def scale_command(
     inter: Optional[str] = typer.Option(None, help="inter-node link from the catalog (1gbe, 100gbe, ib-ndr, ...)"),
     inter_gbps: Optional[float] = typer.Option(None, help="inter-node bandwidth in Gbit/s (overrides --inter)"),
     gpus_per_node: Optional[int] = typer.Option(None, help="devices per node"),
+    nics_per_node: Optional[int] = typer.Option(None, help="inter-node NICs per node (1: shared; = devices: rail)"),
     collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
-    bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MB (default 25)"),
+    bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B, default 25)"),
     batch: Optional[int] = typer.Option(None, help="batch per worker (default: the model's catalog batch)"),
     network: Optional[str] = typer.Option(None, help="analytical (closed forms) or flow (max-min flows)"),
     no_overlap: bool = typer.Option(False, "--no-overlap", help="communicate after backward, not during"),
@@ -212,6 +222,7 @@ def scale_command(
                                  compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
                                  batch_per_worker=batch, network=network, seed=seed, no_overlap=no_overlap,
                                  device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,
+                                 nics_per_node=nics_per_node,
                                  collective=collective, interference=interference)
         if jitter < 0:
             raise ValueError(f"--jitter must be >= 0, got {jitter}")
@@ -222,6 +233,7 @@ def scale_command(
         raise typer.Exit(2)
     elapsed = time.perf_counter() - t0
     title = (f"{scale.model} on {cluster.device.name}, {cluster.gpus_per_node}/node, "
+             f"{cluster.nics_per_node} NIC{'s' * (cluster.nics_per_node > 1)}/node, "
              f"{cluster.inter.name} {cluster.inter.bandwidth * 8 / 1e9:g} Gbit/s, {cluster.collective}")
     if not quiet:
         print_tables(console, rows, scale, cluster, title)

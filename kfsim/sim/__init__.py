@@ -9,9 +9,12 @@
 
 Entry points: :func:`kfsim.sim.predict.predict_iteration`, :func:`kfsim.sim.predict.simulate_async`.
 """
+# kfsim.sim.sweep is both a module (sweep_grid) and predict's function ``sweep``: load the module
+# first, so that the package attribute ``sweep`` ends up the function (as before the module existed).
+from kfsim.sim.sweep import schedule_batch, sweep_grid
 from kfsim.sim.events import AppliedUpdate, simulate_async, simulate_iteration, simulate_sync
 from kfsim.sim.pipeline import Breakdown
 from kfsim.sim.predict import predict_iteration, single_worker_time, sweep, wire_bytes
 
 __all__ = ["AppliedUpdate", "Breakdown", "predict_iteration", "simulate_async", "simulate_iteration",
-           "simulate_sync", "single_worker_time", "sweep", "wire_bytes"]
+           "schedule_batch", "simulate_sync", "single_worker_time", "sweep", "sweep_grid", "wire_bytes"]

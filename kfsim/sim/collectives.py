@@ -14,8 +14,11 @@ arguments like a numpy ufunc, so a sweep over 10⁶ configurations is one call.
     double binary tree (NCCL) 2·log₂p·α + 2nβ... (two trees, each half the data,
                               pipelined: the k→∞ limit of the line above)
     parameter server (s servers)   2α + 2·max(1, p/s)·nβ
-    hierarchical (g per node, m nodes)
-        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)β₂
+    hierarchical (g per node, m nodes, k NICs per node, c = ⌈g/k⌉ devices per NIC)
+        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)·max(β₁, c·β₂)
+        (the g shards of n/g leave the node through its k NICs at once: with one
+        NIC per node, k = 1, the NIC carries 2(m−1)/m·n; only k = g — one NIC per
+        device, rail-optimised — gets the (n/g)β₂ term)
     mccl (MindSpore CPU "echo ring"): the ring, but each message is echoed
         back to its sender as acknowledgement, so every step costs a round trip
         and each rank's link carries twice the bytes:
@@ -129,32 +132,144 @@ def parameter_server_gather(p, m, alpha, beta, servers=None):
     return 2 * a + np.maximum(m, p * m / s) * b + np.maximum(p * m, p * p * m / s) * b
 
 
-def hierarchical_allreduce(g, m, n, alpha1, beta1, alpha2, beta2, gamma=0.0):
+def nic_share(g, nics=1):
+    """c = ⌈g / k⌉: devices of one node sharing its busiest NIC (k clipped to 1..g)."""
+    g, k = _f(g, nics)
+    g = np.maximum(g, 1.0)
+    return np.ceil(g / np.clip(k, 1.0, g))
+
+
+def hierarchical_allreduce(g, m, n, alpha1, beta1, alpha2, beta2, gamma=0.0, nics=1):
     """Two-level all-reduce (Goyal et al. 2017; Horovod hierarchical):
     reduce-scatter inside each node (g devices), all-reduce of the n/g shard
-    across the m nodes, all-gather inside the node:
+    across the m nodes — g concurrent rings, one per local rank, sharing the
+    node's k NICs (c = ⌈g/k⌉ shards per NIC) —, all-gather inside the node:
 
-        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)β₂  (+ γ terms)
+        2[(g−1)α₁ + (g−1)/g·nβ₁] + 2(m−1)α₂ + 2(m−1)/m·(n/g)·max(β₁, c·β₂)  (+ γ terms)
+
+    A shard crosses its device link (β₁) and its NIC (c·β₂, shared): the
+    slower of the two paces the inter-node phase. k = 1 (one NIC per node,
+    the default): the NIC carries 2(m−1)/m·n bytes, as many as a flat ring's.
     """
     g, m, n, a1, b1, a2, b2, gm = _f(g, m, n, alpha1, beta1, alpha2, beta2, gamma)
-    fg = (g - 1) / np.maximum(g, 1)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    fg = (g - 1) / g
     fm = (m - 1) / np.maximum(m, 1)
     intra = 2 * ((g - 1) * a1 + fg * n * b1) + fg * n * gm
-    inter = 2 * (m - 1) * a2 + 2 * fm * (n / np.maximum(g, 1)) * b2 + fm * n / np.maximum(g, 1) * gm
+    inter = (2 * (m - 1) * a2 + 2 * fm * (n / g) * np.maximum(b1, c * b2)
+             + fm * n / g * gm)
     return intra + inter
 
 
-def hierarchical_allgather(g, m, msg, alpha1, beta1, alpha2, beta2):
-    """Two-level all-gather: gather inside the node, ring all-gather of the
-    node blocks (g·msg bytes) across nodes, broadcast the (m−1)·g·msg foreign
-    bytes inside the node (pipelined):
-        (g−1)(α₁ + msg·β₁) + (m−1)(α₂ + g·msg·β₂) + [m>1]((g−1)α₁ + (m−1)g·msg·β₁)
+def hierarchical_inter_phase(g, m, n, alpha1, beta1, alpha2, beta2, nics=1):
+    """The inter-node phase of :func:`hierarchical_allreduce` alone (no γ):
+    2(m−1)α₂ + 2(m−1)/m·(n/g)·max(β₁, c·β₂)."""
+    g, m, n, a1, b1, a2, b2 = _f(g, m, n, alpha1, beta1, alpha2, beta2)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    return 2 * (m - 1) * a2 + 2 * (m - 1) / np.maximum(m, 1) * (n / g) * np.maximum(b1, c * b2)
+
+
+def hierarchical_allgather(g, m, msg, alpha1, beta1, alpha2, beta2, nics=1):
+    """Two-level all-gather, inter-node first: g concurrent rings (one per
+    local rank) all-gather each rank's msg bytes across the m nodes — c = ⌈g/k⌉
+    of them share a NIC —, then a ring all-gather inside the node of the
+    m·msg-byte blocks each device now holds:
+
+        (m−1)(α₂ + msg·max(β₁, c·β₂)) + (g−1)(α₁ + m·msg·β₁)
+
+    Every node receives its (m−1)·g·msg foreign bytes exactly once (no
+    redundant copies), so T_AG(n/p) is half the bandwidth of
+    :func:`hierarchical_allreduce` (n) — an all-reduce is a reduce-scatter
+    plus this all-gather.
     """
     g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
-    intra = (g - 1) * (a1 + x * b1)
-    inter = (m - 1) * (a2 + g * x * b2)
-    bcast = np.where((m > 1) & (g > 1), (g - 1) * a1 + (m - 1) * g * x * b1, 0.0)
-    return intra + inter + bcast
+    c = nic_share(g, nics)
+    inter = (m - 1) * (a2 + x * np.maximum(b1, c * b2))
+    intra = (g - 1) * (a1 + m * x * b1)
+    return inter + intra
+
+
+def node_aware_rhd_allreduce(g, m, n, alpha1, beta1, alpha2, beta2, gamma=0.0, nics=1, p=None):
+    """Recursive halving-doubling with node-contiguous ranks: the first log₂g
+    halving steps stay inside the node, the last log₂m cross it with all g
+    devices sending at once through the node's k NICs:
+
+        2⌈log₂p⌉α + 2(g−1)/g·nβ₁ + 2(m−1)/m·(n/g)·max(β₁, c·β₂) + (p−1)/p·nγ
+
+    (α = α₂ once m > 1; c = ⌈g/k⌉)."""
+    g, m, n, a1, b1, a2, b2, gm = _f(g, m, n, alpha1, beta1, alpha2, beta2, gamma)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    p = g * m if p is None else np.asarray(p, dtype=np.float64)
+    a = np.where(m > 1, np.maximum(a1, a2), a1)
+    lat = 2 * np.ceil(_log2(p)) * a
+    bw = 2 * ((g - 1) / g * n * b1 + (m - 1) / np.maximum(m, 1) * (n / g) * np.maximum(b1, c * b2))
+    return _one(p, lat + bw + (p - 1) / p * n * gm)
+
+
+def node_aware_rd_allgather(g, m, msg, alpha1, beta1, alpha2, beta2, nics=1, p=None):
+    """Recursive-doubling all-gather, inter-node distances first (so no node
+    fetches the same foreign block twice): log₂m steps across nodes, g senders
+    per node through its k NICs, then log₂g steps inside the node:
+
+        ⌈log₂p⌉α + (m−1)·msg·max(β₁, c·β₂) + (g−1)·m·msg·β₁
+    """
+    g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    p = g * m if p is None else np.asarray(p, dtype=np.float64)
+    a = np.where(m > 1, np.maximum(a1, a2), a1)
+    return _one(p, np.ceil(_log2(p)) * a + (m - 1) * x * np.maximum(b1, c * b2) + (g - 1) * m * x * b1)
+
+
+def node_aware_parameter_server(g, m, n, alpha1, beta1, alpha2, beta2, servers=None, gamma=0.0, nics=1, p=None):
+    """Parameter server on a two-level cluster, push then pull.
+
+    Co-located shards (every worker serves 1/p): a worker sends (p−1)/p·n per
+    phase through its device link, and each node's g workers push (m−1)/m·n
+    each off the node through its k NICs (pull: the same back), so per phase
+    max((p−1)/p·nβ₁, c·(m−1)/m·nβ₂):  2α + 2n·max((p−1)/p·β₁, c·(m−1)/m·β₂).
+    ``servers`` = s dedicated server hosts (one NIC each): every worker's n
+    bytes leave its node (c per NIC), every server takes p·n/s:
+    2α + 2·max(c, p/s)·nβ₂ (one node, m = 1: c = 1 and β = β₁ as before)."""
+    g, m, n, a1, b1, a2, b2, gm = _f(g, m, n, alpha1, beta1, alpha2, beta2, gamma)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    p = g * m if p is None else np.asarray(p, dtype=np.float64)
+    multi = m > 1
+    a = np.where(multi, np.maximum(a1, a2), a1)
+    if servers is None:
+        f = (p - 1) / p
+        per = np.maximum(f * b1, np.where(multi, c * (m - 1) / np.maximum(m, 1) * b2, 0.0))
+        return _one(p, 2 * a + 2 * n * per + f * n * gm)
+    b = np.where(multi, np.maximum(b1, b2), b1)
+    (s,) = _f(servers)
+    s = np.maximum(s, 1.0)
+    load = np.maximum(np.where(multi, c, 1.0), p / s)
+    return 2 * a + 2 * load * n * b + p / s * n * gm
+
+
+def node_aware_parameter_server_gather(g, m, msg, alpha1, beta1, alpha2, beta2, servers=None, nics=1, p=None):
+    """Gather-law exchange through servers on a two-level cluster (push msg,
+    pull p·msg). Co-located: 2α + (1 + p)·msg·max((p−1)/p·β₁, c·(m−1)/m·β₂);
+    dedicated s servers: 2α + max(c·msg, p·msg/s)β + max(c·p·msg, p²·msg/s)β."""
+    g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+    c = nic_share(g, nics)
+    g = np.maximum(g, 1.0)
+    p = g * m if p is None else np.asarray(p, dtype=np.float64)
+    multi = m > 1
+    a = np.where(multi, np.maximum(a1, a2), a1)
+    if servers is None:
+        f = (p - 1) / p
+        per = np.maximum(f * b1, np.where(multi, c * (m - 1) / np.maximum(m, 1) * b2, 0.0))
+        return _one(p, 2 * a + (1 + p) * x * per)
+    b = np.where(multi, np.maximum(b1, b2), b1)
+    (s,) = _f(servers)
+    s = np.maximum(s, 1.0)
+    c = np.where(multi, c, 1.0)
+    return 2 * a + np.maximum(c * x, p * x / s) * b + np.maximum(c * p * x, p * p * x / s) * b
 
 
 def mccl_allreduce(p, n, alpha, beta, gamma=0.0):

@@ -52,8 +52,9 @@ class BucketCost(NamedTuple):
     comm: np.ndarray
     enc: np.ndarray
     dec: np.ndarray
-    bytes_sent: np.ndarray         # bytes one worker puts on the wire (payload bits / 8)
+    bytes_sent: np.ndarray         # payload bytes per worker (plan bits / 8), not traffic
     rounds: int
+    wire: np.ndarray | None = None  # bytes on one worker's link for the collective used (algorithms.wire_bytes)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,7 +135,10 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
     ag = np.where(gath > 0, ag, 0.0)
     comm = (ar + ag).sum(axis=1)
     sent = sums.sum(axis=1) + gath.sum(axis=1)
-    return BucketCost(comm, enc, dec, sent, R)
+    g = net.gpus_per_node
+    wire = (algorithms.wire_bytes(collective, "allreduce", p, sums, g, net.servers).sum(axis=1)
+            + algorithms.wire_bytes(collective, "allgather", p, gath, g, net.servers).sum(axis=1))
+    return BucketCost(comm, enc, dec, sent, R, wire)
 
 
 def exchange_time(comp, shapes, p: int, cluster, collective: str | None = None) -> float:

@@ -6,8 +6,8 @@ route (list of links) for every host pair. Builders:
 * :func:`single_switch` — every host has an up and a down link to one
   non-blocking switch;
 * :func:`two_level` — devices reach their node's internal fabric
-  (NVLink/PCIe: per-device up/down links), nodes reach a switch through one
-  NIC (up/down);
+  (NVLink/PCIe: per-device up/down links), nodes reach a switch through
+  ``nics_per_node`` NICs (up/down; default one per node, shared by its devices);
 * :func:`leaf_spine` — two-level nodes under leaf switches, each leaf with
   one uplink per spine of capacity nodes_per_leaf·NIC / (oversubscription·spines);
   cross-leaf routes pick a spine by ECMP hash of (src, dst).
@@ -17,7 +17,9 @@ equal size; with max-min sharing (:mod:`kfsim.sim.maxmin`) the step's
 duration is size × u, u the completion time of unit-size flows (the fluid
 model is linear in size). So a ring all-reduce of n bytes costs
 2(p−1)·(α + (n/p)·u) + (p−1)/p·nγ — one flow computation per pattern, not per step.
-MindSpore's echo ring adds the echo flows i+1 → i. Several jobs sharing the
+MindSpore's echo ring adds the echo flows i+1 → i. The hierarchical
+collective runs its intra-node rings (all nodes at once) and its g inter-node
+rings (one per local rank, all at once, sharing the NICs) as two patterns. Several jobs sharing the
 network: :func:`shared_step_times` puts all their ring flows on it at once.
 """
 from __future__ import annotations
@@ -67,22 +69,35 @@ def single_switch(hosts: int, bandwidth: float, latency: float = 0.0) -> Network
     return Network(cap, hosts, lambda s, d: [] if s == d else [2 * s, 2 * d + 1], latency, "switch")
 
 
+def _nics(g: int, nics_per_node: int) -> int:
+    k = int(nics_per_node)
+    if k < 1:
+        raise ValueError(f"nics_per_node must be >= 1, got {nics_per_node}")
+    return min(k, g)
+
+
 def two_level(nodes: int, gpus_per_node: int, intra_bw: float, nic_bw: float,
-              intra_latency: float = 0.0, nic_latency: float = 0.0) -> Network:
-    """Devices 0..g−1 on node 0, g..2g−1 on node 1, …"""
+              intra_latency: float = 0.0, nic_latency: float = 0.0, nics_per_node: int = 1) -> Network:
+    """Devices 0..g−1 on node 0, g..2g−1 on node 1, …; node j has k =
+    ``nics_per_node`` NICs (up/down), local device l uses NIC ⌊l·k/g⌋, so
+    ⌈g/k⌉ devices share the busiest one (k = 1: the whole node shares one)."""
     g = gpus_per_node
     hosts = nodes * g
     _check(hosts, intra_bw, nic_bw)
-    # links: [dev up (hosts), dev down (hosts), nic up (nodes), nic down (nodes)]
-    cap = np.concatenate([np.full(2 * hosts, float(intra_bw)), np.full(2 * nodes, float(nic_bw))])
-    up, down, nup, ndown = 0, hosts, 2 * hosts, 2 * hosts + nodes
+    k = _nics(g, nics_per_node)
+    # links: [dev up (hosts), dev down (hosts), nic up (nodes·k), nic down (nodes·k)]
+    cap = np.concatenate([np.full(2 * hosts, float(intra_bw)), np.full(2 * nodes * k, float(nic_bw))])
+    up, down, nup, ndown = 0, hosts, 2 * hosts, 2 * hosts + nodes * k
+
+    def nic(h):
+        return (h // g) * k + (h % g) * k // g
 
     def route(s, d):
         if s == d:
             return []
         if s // g == d // g:
             return [up + s, down + d]
-        return [up + s, nup + s // g, ndown + d // g, down + d]
+        return [up + s, nup + nic(s), ndown + nic(d), down + d]
 
     lat = nic_latency if nodes > 1 else intra_latency
     return Network(cap, hosts, route, lat, "two-level")
@@ -90,21 +105,25 @@ def two_level(nodes: int, gpus_per_node: int, intra_bw: float, nic_bw: float,
 
 def leaf_spine(nodes: int, gpus_per_node: int, intra_bw: float, nic_bw: float, *, nodes_per_leaf: int = 16,
                oversubscription: float = 1.0, spines: int | None = None, intra_latency: float = 0.0,
-               nic_latency: float = 0.0) -> Network:
+               nic_latency: float = 0.0, nics_per_node: int = 1) -> Network:
     g = gpus_per_node
     hosts = nodes * g
     _check(hosts, intra_bw, nic_bw)
+    k = _nics(g, nics_per_node)
     if nodes_per_leaf < 1:
         raise ValueError(f"nodes_per_leaf must be >= 1, got {nodes_per_leaf}")
     if not oversubscription >= 1:
         raise ValueError(f"oversubscription must be >= 1, got {oversubscription}")
     leaves = -(-nodes // nodes_per_leaf)
     S = spines or max(1, min(nodes_per_leaf, 8))
-    upl = nodes_per_leaf * nic_bw / (oversubscription * S)
-    cap = np.concatenate([np.full(2 * hosts, float(intra_bw)), np.full(2 * nodes, float(nic_bw)),
+    upl = nodes_per_leaf * k * nic_bw / (oversubscription * S)
+    cap = np.concatenate([np.full(2 * hosts, float(intra_bw)), np.full(2 * nodes * k, float(nic_bw)),
                           np.full(2 * leaves * S, float(upl))])
-    up, down, nup, ndown = 0, hosts, 2 * hosts, 2 * hosts + nodes
-    lup, ldown = 2 * hosts + 2 * nodes, 2 * hosts + 2 * nodes + leaves * S
+    up, down, nup, ndown = 0, hosts, 2 * hosts, 2 * hosts + nodes * k
+    lup, ldown = 2 * hosts + 2 * nodes * k, 2 * hosts + 2 * nodes * k + leaves * S
+
+    def nic(h):
+        return (h // g) * k + (h % g) * k // g
 
     def route(s, d):
         if s == d:
@@ -113,11 +132,11 @@ def leaf_spine(nodes: int, gpus_per_node: int, intra_bw: float, nic_bw: float, *
         if ns == nd:
             return [up + s, down + d]
         ls, ld = ns // nodes_per_leaf, nd // nodes_per_leaf
-        r = [up + s, nup + ns]
+        r = [up + s, nup + nic(s)]
         if ls != ld:
             sp = (s * 7919 + d) % S  # ECMP: a fixed hash of the pair
             r += [lup + ls * S + sp, ldown + ld * S + sp]
-        return r + [ndown + nd, down + d]
+        return r + [ndown + nic(d), down + d]
 
     lat = nic_latency if nodes > 1 else intra_latency
     return Network(cap, hosts, route, lat, f"leaf-spine({oversubscription}:1)")
@@ -129,13 +148,15 @@ def from_cluster(cluster, workers: int) -> Network:
     nodes = -(-workers // g)
     intra = cluster.intra.bandwidth * cluster.intra.efficiency
     nic = cluster.inter.bandwidth * cluster.inter.efficiency
+    k = getattr(cluster, "nics_per_node", 1)
     topo = cluster.topology
     if topo.kind == "switch":
-        return two_level(nodes, g, intra, nic, cluster.intra.latency, cluster.inter.latency)
+        return two_level(nodes, g, intra, nic, cluster.intra.latency, cluster.inter.latency, k)
     if topo.kind in ("leaf-spine", "fat-tree"):
         return leaf_spine(nodes, g, intra, nic, nodes_per_leaf=topo.nodes_per_leaf,
                           oversubscription=topo.oversubscription, spines=topo.spines,
-                          intra_latency=cluster.intra.latency, nic_latency=cluster.inter.latency)
+                          intra_latency=cluster.intra.latency, nic_latency=cluster.inter.latency,
+                          nics_per_node=k)
     raise ValueError(f"unknown topology kind {topo.kind!r}; known: switch, leaf-spine, fat-tree")
 
 
@@ -168,13 +189,66 @@ def ring_unit_time(cluster, workers: int, echo: bool = False) -> float:
     return net.unit_time(ring_pairs(list(range(workers)), echo))
 
 
+def hierarchical_rings(workers: int, gpus_per_node: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Ranks of the two phases of the hierarchical collective (packed ranks):
+    one intra-node ring per node, and one inter-node ring per local rank l
+    (device l of every node) — the g rings run at once, sharing the NICs."""
+    g = max(1, min(gpus_per_node, workers))
+    nodes = -(-workers // g)
+    intra = [list(range(j * g, min((j + 1) * g, workers))) for j in range(nodes)]
+    inter = [[j * g + l for j in range(nodes) if j * g + l < workers] for l in range(g)]
+    return intra, inter
+
+
+def _concurrent_rings(net: Network, rings) -> float:
+    pairs = [pq for r in rings for pq in ring_pairs(r)]
+    return net.unit_time(pairs) if pairs else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def hierarchical_unit_times(cluster, workers: int) -> tuple[float, float]:
+    """(u₁, u₂): seconds per byte of one step of the intra-node rings (all nodes
+    at once) and of the inter-node rings (all g local ranks at once)."""
+    net = from_cluster(cluster, workers)
+    intra, inter = hierarchical_rings(workers, cluster.gpus_per_node)
+    return _concurrent_rings(net, intra), _concurrent_rings(net, inter)
+
+
 def flow_comm_fn(cluster, collective: str):
     """A ``comm_fn(kind, p, nbytes)`` for :func:`kfsim.sim.exchange_cost.bucket_cost`
-    using flow-level ring steps (collectives ``ring`` and ``mccl``)."""
+    using flow-level ring steps (collectives ``ring``, ``mccl`` and ``hierarchical``)."""
+    if collective == "hierarchical":
+        return hierarchical_comm_fn(cluster)
     if collective not in ("ring", "mccl"):
-        raise ValueError(f"the flow-level network models the ring and mccl collectives, not {collective!r}")
+        raise ValueError(f"the flow-level network models the ring, mccl and hierarchical collectives, "
+                         f"not {collective!r}")
     echo = collective == "mccl"
     return ring_comm_fn(cluster, lambda p: ring_unit_time(cluster, int(p), echo), echo)
+
+
+def hierarchical_comm_fn(cluster, unit_times=None):
+    """comm_fn of the hierarchical collective on the flow-level network:
+    all-reduce 2(g−1)(α₁ + (n/g)u₁) + 2(m−1)(α₂ + (n/(gm))u₂) + γ terms,
+    all-gather (m−1)(α₂ + msg·u₂) + (g−1)(α₁ + m·msg·u₁) — the closed forms of
+    :mod:`kfsim.sim.collectives` with u₁, u₂ measured on the topology."""
+    gamma = cluster.gamma if cluster.gamma is not None else 3.0 / cluster.device.mem_bw
+    a1, a2 = cluster.intra.latency, cluster.inter.latency
+    unit_times = unit_times or (lambda p: hierarchical_unit_times(cluster, int(p)))
+
+    def comm_fn(kind, p, nbytes):
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        if p < 2:
+            return np.zeros_like(nbytes)
+        u1, u2 = unit_times(p)
+        g = min(cluster.gpus_per_node, p)
+        m = -(-p // g)
+        if kind == "allreduce":
+            intra = 2 * (g - 1) * (a1 + nbytes / g * u1) + (g - 1) / g * nbytes * gamma
+            inter = 2 * (m - 1) * (a2 + nbytes / (g * m) * u2) + (m - 1) / m * nbytes / g * gamma
+            return intra + inter
+        return (m - 1) * (a2 + nbytes * u2) + (g - 1) * (a1 + m * nbytes * u1)
+
+    return comm_fn
 
 
 def ring_comm_fn(cluster, unit_time, echo: bool = False):

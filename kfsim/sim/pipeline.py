@@ -24,7 +24,13 @@ import numpy as np
 
 
 class Breakdown(NamedTuple):
-    """Where one iteration's time goes. total = compute + codec + exposed_comm + idle."""
+    """Where one iteration's time goes. total = compute + codec + exposed_comm + idle.
+
+    Bytes, per worker and iteration: ``bytes_per_worker`` is the *payload* (the
+    compressor's encoded bytes, all buckets and rounds — independent of p and
+    of the collective); ``wire_bytes_per_worker`` what the collective actually
+    used puts on one worker's link for that payload (ring all-reduce
+    2(p−1)/p·n, all-gather (p−1)·m, ...: :func:`kfsim.sim.algorithms.wire_bytes`)."""
 
     total_s: float
     compute_s: float       # forward + backward (× interference) + optimizer
@@ -32,10 +38,15 @@ class Breakdown(NamedTuple):
     codec_s: float         # encode + decode on the device
     idle_s: float          # waiting for stragglers (event simulation); 0 analytically
     comm_s: float          # total busy time of the network (overlapped or not)
-    bytes_per_worker: float
+    bytes_per_worker: float        # payload bytes (the compressor's), not traffic
     buckets: int
     rounds: int
     workers: int
+    wire_bytes_per_worker: float = 0.0  # bytes on the wire for the collective used
+
+    @property
+    def payload_bytes_per_worker(self) -> float:
+        return self.bytes_per_worker
 
 
 def serial_chain(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -50,7 +61,8 @@ def serial_chain(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 def schedule(fwd: float, bwd: float, opt: float, bucket_ready_frac: np.ndarray, enc: np.ndarray,
              comm: np.ndarray, dec: np.ndarray, *, overlap: bool = True, interference: float = 1.0,
-             bytes_per_worker: float = 0.0, rounds: int = 1, workers: int = 1) -> Breakdown:
+             bytes_per_worker: float = 0.0, rounds: int = 1, workers: int = 1,
+             wire_bytes_per_worker: float = 0.0) -> Breakdown:
     """Breakdown of one iteration.
 
     bucket_ready_frac[i]: fraction of the backward pass done when bucket i's
@@ -61,7 +73,7 @@ def schedule(fwd: float, bwd: float, opt: float, bucket_ready_frac: np.ndarray, 
         compute = fwd + bwd + opt
         total = compute + codec + float(comm.sum())
         return Breakdown(total, compute, float(comm.sum()), codec, 0.0, float(comm.sum()),
-                         bytes_per_worker, len(comm), rounds, workers)
+                         bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker)
     lam = interference if comm.sum() > 0 else 1.0
     b = lam * bwd
     enc_done = b * np.asarray(bucket_ready_frac, dtype=np.float64) + np.cumsum(enc)
@@ -73,4 +85,4 @@ def schedule(fwd: float, bwd: float, opt: float, bucket_ready_frac: np.ndarray, 
     total = fwd + end + opt
     exposed = total - compute - codec
     return Breakdown(total, compute, max(exposed, 0.0), codec, 0.0, float(comm.sum()),
-                     bytes_per_worker, len(comm), rounds, workers)
+                     bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker)

@@ -167,7 +167,7 @@ def _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn=Non
                         bytes_per_worker=0.0, rounds=bc.rounds, workers=1)
     return schedule(ct.fwd, ct.bwd, ct.opt, ready, bc.enc, bc.comm, bc.dec, overlap=overlap,
                     interference=lam, bytes_per_worker=float(bc.bytes_sent.sum()), rounds=bc.rounds,
-                    workers=p)
+                    workers=p, wire_bytes_per_worker=float(bc.wire.sum()))
 
 
 def predict_shared(model, cluster, compressor, jobs: Sequence[int], *, placement: str = "packed",
@@ -224,7 +224,8 @@ def predict_stragglers(model, cluster, compressor, workers: int, compute, *, ite
                                        interference=cl.interference, bytes_per_worker=float(bc.bytes_sent.sum()),
                                        rounds=bc.rounds))
     mean = np.mean(np.array([r[:6] for r in runs]), axis=0)
-    return Breakdown(*[float(x) for x in mean], runs[0].bytes_per_worker, runs[0].buckets, runs[0].rounds, workers)
+    return Breakdown(*[float(x) for x in mean], runs[0].bytes_per_worker, runs[0].buckets, runs[0].rounds, workers,
+                     float(bc.wire.sum()) if workers > 1 else 0.0)
 
 
 def single_worker_time(model, cluster, batch_per_worker: int | None = None) -> float:
@@ -234,26 +235,41 @@ def single_worker_time(model, cluster, batch_per_worker: int | None = None) -> f
     return ct.total
 
 
-def wire_bytes(model, compressor, step: int | None = None) -> float:
-    """Bytes one worker sends per iteration (all tensors, all rounds)."""
+def payload_bytes(model, compressor, step: int | None = None) -> float:
+    """Payload bytes of one worker per iteration (all tensors, all rounds): the
+    compressor's encoded size, independent of p and of the collective. The bytes
+    on the wire are ``predict_iteration(...).wire_bytes_per_worker``."""
     m = as_model(model)
     plan = tensor_plan(as_compressor(compressor, step), m.tensor_shapes)
     return float(plan.sum_bytes.sum() + plan.gather_bytes.sum())
 
 
+def wire_bytes(model, compressor, step: int | None = None) -> float:
+    """Old name of :func:`payload_bytes` (it always returned the payload, not traffic)."""
+    return payload_bytes(model, compressor, step)
+
+
 def sweep(model, cluster, compressor, workers: Sequence[int], bandwidths: Sequence[float] | None = None,
           **kw) -> np.ndarray:
-    """Total iteration time over workers (× inter-node bandwidths in bytes/s, if given).
+    """Total iteration time over workers (× inter-node bandwidths in bytes/s, if given), vectorised
+    (:func:`kfsim.sim.sweep.sweep_grid`; keyword arguments as :func:`predict_iteration`). The
+    flow-level network (or a collective that is not affine in the message size) is not a closed
+    form: then one :func:`predict_iteration` per configuration.
 
     Returns an array of shape (len(workers),) or (len(bandwidths), len(workers))."""
+    from kfsim.sim.sweep import sweep_grid
     cl = as_cluster(cluster)
+    comp = as_compressor(compressor, kw.pop("step", None))
+    try:
+        out = sweep_grid([as_model(model)], cl, [comp], workers, bandwidths, **kw)[0, 0]
+        return out[0] if bandwidths is None else out
+    except NotImplementedError:
+        pass
     if bandwidths is None:
-        return np.array([predict_iteration(model, cl, compressor, w, **kw).total_s for w in workers])
+        return np.array([predict_iteration(model, cl, comp, w, **kw).total_s for w in workers])
     out = np.zeros((len(bandwidths), len(workers)))
     for i, bw in enumerate(bandwidths):
-        if not (bw > 0):
-            raise ValueError(f"bandwidth must be > 0, got {bw}")
         c = cl._replace(inter=cl.inter._replace(bandwidth=float(bw)))
         for j, w in enumerate(workers):
-            out[i, j] = predict_iteration(model, c, compressor, w, **kw).total_s
+            out[i, j] = predict_iteration(model, c, comp, w, **kw).total_s
     return out

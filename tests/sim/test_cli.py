@@ -26,6 +26,12 @@ def test_scale_small_sweep_writes_files(tmp_path):
     assert (out / "scale.png").stat().st_size > 1000
     none = [row for row in data["rows"] if row["compressor"] == "none"]
     assert all(row["speedup_vs_none"] == pytest.approx(1.0) for row in none)
+    # payload is the same at every p; the ring's wire bytes grow as 2(p−1)/p × payload
+    assert len({row["payload_MiB_per_worker"] for row in none}) == 1
+    for row in none:
+        p = row["workers"]
+        assert row["wire_MiB_per_worker"] == pytest.approx(2 * (p - 1) / p * row["payload_MiB_per_worker"])
+    assert "payload MiB" in r.output and "wire MiB" in r.output
 
 
 def test_scale_config_file_and_flag_override(tmp_path):
@@ -73,8 +79,20 @@ def test_explain_seed_numbers():
     assert f["fig2_seed_quant_s"] == pytest.approx(2.72)
     assert f["fig2_ring_s"] == pytest.approx(10.88 * 2 * 15 / 16)
     assert f["fig1_ring_bytes_per_rank"] == pytest.approx(7.875e9)
+    assert f["fig1_seed_total_bytes"] == pytest.approx(256e9)          # 64 x 4 GB: a sum of gradients
+    assert f["fig1_ring_worker"] == f["fig1_ring_nic"] == pytest.approx(7.875e9)
+    assert f["fig1_hierarchical_worker"] == pytest.approx(7.875e9)       # 2·3/4·4 + 2·15/16·4/4 GB
+    assert f["fig1_hierarchical_nic"] == pytest.approx(7.5e9)            # 2(m−1)/m·n, one NIC per node
+    assert f["fig1_rail_hierarchical_nic"] == pytest.approx(1.875e9)     # one NIC per GPU: n/g shards
+    # two-level row: 2(m−1)/m·n through the node's single NIC, not the n/g shard
+    assert f["fig2_hierarchical_inter_s"] == pytest.approx(16.32)
+    assert f["fig2_hierarchical_s"] == pytest.approx(16.32 + 2 * 3 / 4 * 1.36e9 / 25.2e9)
+    assert f["fig2_hierarchical_s"] < f["fig2_ring_s"]
+    assert f["fig2_hierarchical_nic"] == pytest.approx(1.5 * 1.36e9)
     r = runner.invoke(app, ["explain-seed"])
     assert r.exit_code == 0 and "10.88" in r.output and "1.875" in r.output
+    assert "256 GB" in r.output and "7.875 GB" in r.output and "16.4 s" in r.output and "not traffic" in r.output
+    assert max(len(line) for line in r.output.splitlines()) <= 80
 
 
 def test_scale_jitter_is_seeded(tmp_path):

@@ -41,8 +41,26 @@ def test_parameter_server_hand_values():
 
 
 def test_hierarchical_hand_value():
+    # one NIC per node (default): the node's 4 shards of 250 B share it, 2·(1/2)·1000 B cross it
     got = cf.hierarchical_allreduce(4, 2, 1000, 1e-6, 1e-9, 1e-3, 1e-6)
+    assert got == pytest.approx(2 * (3e-6 + 0.75 * 1000e-9) + 2e-3 + 2 * 0.5 * 1000e-6)
+    # one NIC per device (rail-optimised, k = g): each NIC carries one 250 B shard
+    got = cf.hierarchical_allreduce(4, 2, 1000, 1e-6, 1e-9, 1e-3, 1e-6, nics=4)
     assert got == pytest.approx(2 * (3e-6 + 0.75 * 1000e-9) + 2e-3 + 2 * 0.5 * 250e-6)
+    # two NICs: two shards per NIC
+    got = cf.hierarchical_allreduce(4, 2, 1000, 1e-6, 1e-9, 1e-3, 1e-6, nics=2)
+    assert got == pytest.approx(2 * (3e-6 + 0.75 * 1000e-9) + 2e-3 + 2 * 0.5 * 500e-6)
+
+
+def test_seed_hierarchical_matches_one_nic_per_node():
+    """The issue's numbers: BERT-large (1.36 GB) on 4 nodes x 4 GPUs, 1 Gbit/s line rate, α = 0."""
+    beta, n = 8e-9, 1.36e9
+    inter = cf.hierarchical_inter_phase(4, 4, n, 0.0, 1 / 25.2e9, 0.0, beta)
+    assert inter == pytest.approx(16.32)                      # 2(m−1)/m·n·β, not 4.08
+    assert cf.hierarchical_inter_phase(4, 4, n, 0.0, 1 / 25.2e9, 0.0, beta, nics=4) == pytest.approx(4.08)
+    ar = cf.hierarchical_allreduce(4, 4, n, 0.0, 1 / 25.2e9, 0.0, beta)
+    ag = cf.hierarchical_allgather(4, 4, n / 16, 0.0, 1 / 25.2e9, 0.0, beta)
+    assert ar > inter and ag < ar and ag == pytest.approx(ar / 2)
 
 
 def test_hierarchical_one_node_is_ring():

@@ -63,7 +63,7 @@ def test_bad_inputs():
         nw.single_switch(4, 0.0)
     with pytest.raises(ValueError, match="outside"):
         nw.single_switch(2, 1.0).rates([(0, 5)])
-    with pytest.raises(ValueError, match="ring and mccl"):
+    with pytest.raises(ValueError, match="ring, mccl and hierarchical"):
         predict_iteration("resnet-18", catalog.seed_cluster(), "none", 8, collective="tree", network="flow")
     with pytest.raises(ValueError, match="random"):
         nw.placement(4, 8, "scattered")
