@@ -63,7 +63,7 @@ def _rows_kernel():
     reference composition (~20x slower). Rows run one per thread."""
     import numba
 
-    from backends.numpy.fused_topk import _collect, _kth_largest
+    from backends.numpy.fused_topk import collect, kth_largest
     from backends.numpy.topk import sampled_threshold
 
     @numba.njit(cache=True, nogil=True)
@@ -82,13 +82,13 @@ def _rows_kernel():
         gi = np.empty((1, cap + 1), np.int32)
         gk = np.empty((1, cap + 1), bits.dtype)
         ties = np.empty(k, np.int32)
-        ng, ne = _collect(bits, mask, t, 0, n, k, gi[0], gk[0], ties)
+        ng, ne = collect(bits, mask, t, 0, n, k, gi[0], gk[0], ties)
         if ng < 0:
             return False
         at = 0
         if ng >= k:
             counts = np.full(1, ng, np.int64)
-            big = _kth_largest(gk, counts, k, nbits)
+            big = kth_largest(gk, counts, k, nbits)
             above = 0
             for j in range(ng):
                 above += gk[0, j] > big
@@ -128,12 +128,12 @@ def _top_k_abs_rows(x, k):
     """(indices (rows, k), ok per row) of top_k_abs of every row of a
     C-ordered 2-D float array, or None where the sampled selection does not
     apply (a row with ok False needs the reference)."""
-    from backends.numpy.fused_topk import TOPK_MIN, _magnitude_keys, sample_size
+    from backends.numpy.fused_topk import TOPK_MIN, magnitude_keys, sample_size
 
     nrows, n = x.shape
     if n < TOPK_MIN or 4 * k > n:
         return None
-    bits, mask, nbits = _magnitude_keys(x)
+    bits, mask, nbits = magnitude_keys(x)
     out = np.empty((nrows, k), np.int32)
     ok = np.empty(nrows, np.bool_)
     _rows_kernel()(bits, k, mask, nbits, sample_size(n), out, ok)

@@ -18,7 +18,7 @@ from backends.numpy.topk import SAMPLE, sampled_threshold
 
 
 @numba.njit(cache=True, nogil=True)
-def _collect(bits, mask, t, s, e, k, gi, gk, ties):
+def collect(bits, mask, t, s, e, k, gi, gk, ties):
     """Indices i in [s, e) with key_i > t into gi and their keys into gk (in
     index order), the first k with key_i == t into ties, key = bits & mask
     (signed, >= 0); (#G, #ties), or #G = -1 when gi overflows. Each block of
@@ -63,7 +63,7 @@ DIGIT = 11  # bits per radix-selection pass (a 16 KiB histogram stays in L1)
 
 
 @numba.njit(cache=True, nogil=True)
-def _kth_largest(gk, ng, k, nbits):
+def kth_largest(gk, ng, k, nbits):
     """The k-th largest (1-based) of the keys gk[p, :ng[p]] (all >= 0, below
     2**nbits), by radix selection: DIGIT-bit digits from the top, each pass
     histogramming only the keys that share the prefix chosen so far."""
@@ -119,14 +119,14 @@ def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
         lo = p * chunk
         hi = min(n, lo + chunk)
         if hi > lo:
-            ng[p], ne[p] = _collect(bits, mask, t, lo, hi, k, gi[p], gk[p], ties[p])
+            ng[p], ne[p] = collect(bits, mask, t, lo, hi, k, gi[p], gk[p], ties[p])
     if ng.min() < 0:
         return np.empty(0, np.int32)
     total = ng.sum()
     out = np.empty(k, np.int32)
     at = 0
     if total >= k:
-        big = _kth_largest(gk, ng, k, nbits)
+        big = kth_largest(gk, ng, k, nbits)
         above = 0
         for p in range(parts):
             for j in range(ng[p]):
@@ -162,7 +162,7 @@ def sample_size(n: int) -> int:
     return min(SAMPLE, max(1024, n // 64))  # reading the sample stays a small part of the pass
 
 
-def _magnitude_keys(x: np.ndarray):
+def magnitude_keys(x: np.ndarray):
     """(signed bit view of float32/float64 x, the mask whose AND gives |x|'s
     key, the key's bit count); signed so the max reductions vectorize."""
     width = x.dtype.itemsize
@@ -177,7 +177,7 @@ def top_k_abs(x: np.ndarray, k: int) -> np.ndarray | None:
     if x.size < TOPK_MIN or 4 * k > x.size:
         return None
     parts = numba.get_num_threads() if x.size >= PARALLEL_MIN else 1
-    bits, mask, nbits = _magnitude_keys(x)
+    bits, mask, nbits = magnitude_keys(x)
     idx = _top_k_abs_sampled(bits, k, mask, nbits, sample_size(x.size), parts)
     return idx if idx.size == k else None
 
@@ -204,7 +204,7 @@ def top_k_abs_rows(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | Non
     rows, n = x.shape
     if n < TOPK_MIN or 4 * k > n:
         return None
-    bits, mask, nbits = _magnitude_keys(x)
+    bits, mask, nbits = magnitude_keys(x)
     out = np.empty((rows, k), np.int32)
     ok = np.empty(rows, np.bool_)
     _top_k_abs_rows(bits, k, mask, nbits, sample_size(n), out, ok)

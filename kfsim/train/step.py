@@ -75,17 +75,11 @@ def unstack_tree(tree, n: int) -> list:
     return [jax.tree_util.tree_map(lambda a, i=i: a[i], tree) for i in range(n)]
 
 
-def make_sync_step(model: str, comp: Compressor, n: int, ops, *, lr: float, momentum: float,
-                   seed: int, server: Compressor | None = None, grad_mode: str = "loop",
-                   exchange_mode: str = "loop") -> Callable:
-    """A jitted ``step(params, opt, states, server_state, x, y, t) ->
-    (params, opt, states, server_state, loss)``; ``states`` is a tuple of the
-    n workers' compressor states (``exchange_mode="loop"``: the runner's LOOP
-    workers) or one state stacked on a leading worker axis (``"vmap"``: VMAP
-    workers, encode and decode batched by ``jax.vmap``); ``t`` is the
-    (traced) step number."""
-    import jax
-
+def sync_step(model: str, comp: Compressor, n: int, ops, *, lr: float, momentum: float,
+              seed: int, server: Compressor | None = None, grad_mode: str = "loop",
+              exchange_mode: str = "loop") -> Callable:
+    """The traceable (not yet jitted) step of :func:`make_sync_step`, for
+    callers that jit it inside a larger function (one jit, not a jit in a jit)."""
     if exchange_mode not in protocol.STRATEGIES:
         raise ValueError(f"exchange mode must be one of {', '.join(protocol.STRATEGIES)}, got {exchange_mode!r}")
     workers = protocol.STRATEGIES[exchange_mode]
@@ -104,7 +98,22 @@ def make_sync_step(model: str, comp: Compressor, n: int, ops, *, lr: float, mome
         new_states = tuple(res.states) if workers is protocol.LOOP else res.states
         return params, opt, new_states, server_state, mean_loss(losses)
 
-    return jax.jit(step)
+    return step
+
+
+def make_sync_step(model: str, comp: Compressor, n: int, ops, *, lr: float, momentum: float,
+                   seed: int, server: Compressor | None = None, grad_mode: str = "loop",
+                   exchange_mode: str = "loop") -> Callable:
+    """A jitted ``step(params, opt, states, server_state, x, y, t) ->
+    (params, opt, states, server_state, loss)``; ``states`` is a tuple of the
+    n workers' compressor states (``exchange_mode="loop"``: the runner's LOOP
+    workers) or one state stacked on a leading worker axis (``"vmap"``: VMAP
+    workers, encode and decode batched by ``jax.vmap``); ``t`` is the
+    (traced) step number."""
+    import jax
+
+    return jax.jit(sync_step(model, comp, n, ops, lr=lr, momentum=momentum, seed=seed, server=server,
+                             grad_mode=grad_mode, exchange_mode=exchange_mode))
 
 
 def make_worker_update(model: str, comp: Compressor, ops, *, seed: int) -> Callable:

@@ -123,6 +123,7 @@ class Trainer:
         self._bytes: dict = {}
         self._clock = None
         self._template = models.init_params(self.model, cfg.seed)
+        self._perm_dev = None
 
     # -- pieces ---------------------------------------------------------------
     def clock(self) -> timing.Clock:
@@ -132,25 +133,69 @@ class Trainer:
             self._clock = timing.Clock(self.model, self.cfg.workers, self.cfg.batch, cl, coll, self.server)
         return self._clock
 
-    def step_fn(self, t: int) -> Callable:
-        """The compiled step for the compressor phase at t (shared by every
-        Trainer with the same numerics, so repeated runs compile once)."""
+    def _key(self, t: int) -> tuple:
         cfg = self.cfg
-        key = (self.model, cfg.compressor, self.comp.phase_of(t), cfg.server_compressor,
-               None if self.server is None else self.server.phase_of(t), cfg.workers, cfg.backend,
-               cfg.lr, cfg.momentum, cfg.seed, cfg.grad_mode, cfg.exchange)
-        if key not in _COMPILED:
-            import jax
+        return (self.model, cfg.compressor, self.comp.phase_of(t), cfg.server_compressor,
+                None if self.server is None else self.server.phase_of(t), cfg.workers, cfg.backend,
+                cfg.lr, cfg.momentum, cfg.seed, cfg.grad_mode, cfg.exchange)
 
-            inner = step_mod.make_sync_step(
-                self.model, self.comp.step(t), cfg.workers, self.ops, lr=cfg.lr,
-                momentum=cfg.momentum, seed=cfg.seed,
-                server=None if self.server is None else self.server.step(t), grad_mode=cfg.grad_mode,
-                exchange_mode=cfg.exchange)
+    def _raw_step(self, t: int) -> Callable:
+        cfg = self.cfg
+        return step_mod.sync_step(
+            self.model, self.comp.step(t), cfg.workers, self.ops, lr=cfg.lr, momentum=cfg.momentum,
+            seed=cfg.seed, server=None if self.server is None else self.server.step(t),
+            grad_mode=cfg.grad_mode, exchange_mode=cfg.exchange)
+
+    @staticmethod
+    def _cache(key, build: Callable) -> Callable:
+        if key not in _COMPILED:
             if len(_COMPILED) >= _MAX_COMPILED:
                 _COMPILED.pop(next(iter(_COMPILED)))
-            _COMPILED[key] = jax.jit(lambda p, o, s, ss, X, Y, idx, tt: inner(p, o, s, ss, X[idx], Y[idx], tt))
+            _COMPILED[key] = build()
         return _COMPILED[key]
+
+    def step_fn(self, t: int) -> Callable:
+        """The compiled step ``(params, opt, states, server_state, X, Y, idx, t)
+        -> (params, opt, states, server_state, loss)`` for the compressor phase
+        at t (shared by every Trainer with the same numerics, so repeated runs
+        compile once). It donates nothing (callers may keep their inputs)."""
+        def build():
+            import jax
+
+            inner = self._raw_step(t)
+            return jax.jit(lambda p, o, s, ss, X, Y, idx, tt: inner(p, o, s, ss, X[idx], Y[idx], tt))
+
+        return self._cache(self._key(t), build)
+
+    def _loop_fn(self, t: int) -> Callable:
+        """What :meth:`run` calls each step: ``(params, opt, states,
+        server_state, X, Y, perm, t) -> (..., loss, t + 1)`` with the epoch's
+        order ``perm`` and the step counter ``t`` on the device (no host work
+        or transfer per step); params, optimizer and compressor states are
+        donated (run() owns them: it copies what it is given)."""
+        per, batch = self.batches.per_epoch, self.cfg.batch
+
+        def build():
+            import jax
+            from jax import lax
+
+            inner = self._raw_step(t)
+
+            def fn(p, o, s, ss, X, Y, perm, tt):
+                idx = lax.dynamic_slice(perm, ((tt % per) * batch,), (batch,))
+                p, o, s, ss, loss = inner(p, o, s, ss, X[idx], Y[idx], tt)
+                return p, o, s, ss, loss, tt + 1
+
+            return jax.jit(fn, donate_argnums=(0, 1, 2, 3))
+
+        return self._cache(("run", per, batch) + self._key(t), build)
+
+    def _perm(self, epoch: int):
+        if self._perm_dev is None or self._perm_dev[0] != epoch:
+            import jax.numpy as jnp
+
+            self._perm_dev = (epoch, jnp.asarray(epoch_order(self.cfg.seed, epoch, self.batches.n)))
+        return self._perm_dev[1]
 
     def bytes_at(self, t: int) -> int:
         key = self.comp.phase_of(t)
@@ -165,34 +210,68 @@ class Trainer:
     def run(self, state: TrainState | None = None, *, until: int | None = None,
             writer: records.Writer | None = None, history: list | None = None,
             progress: Callable[[records.Step], None] | None = None) -> RunResult:
-        """Train from ``state`` (fresh if None) up to step ``until`` (default cfg.steps)."""
+        """Train from ``state`` (fresh if None) up to step ``until`` (default cfg.steps).
+
+        The steps are dispatched without waiting for them: the epoch order
+        and the step counter live on the device, and the losses are read
+        back together at each evaluation (and the end); with a ``writer`` or
+        ``progress`` also every ``FLUSH`` steps. Records reach the writer and
+        ``progress`` in step order, each once its loss is known."""
+        import jax
+        import jax.numpy as jnp
+
         cfg = self.cfg
-        state = init_state(cfg) if state is None else state
+        if state is None:
+            state = init_state(cfg)
+        else:  # run() donates the buffers it steps with; the caller keeps its own
+            state = state._replace(**{f: jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True),
+                                                                 getattr(state, f))
+                                      for f in ("params", "opt", "states", "server_state")})
         until = cfg.steps if until is None else min(until, cfg.steps)
         history = list(history or [])
         p, o, s, ss = state.params, state.opt, state.states, state.server_state
         clock, sent = state.clock, state.bytes_sent
+        per = self.batches.per_epoch
+        pending: list = []  # (step, dt, nbytes, device loss, acc, extra), oldest first
+        flush_every = FLUSH if (writer is not None or progress is not None) else None
+
+        def flush():
+            losses = jax.device_get([q[3] for q in pending])
+            for (t, dt, nbytes, _, acc, extra), loss in zip(pending, losses):
+                rec = records.Step(t, dt, nbytes, float(loss), acc, extra)
+                history.append(rec)
+                if writer is not None:
+                    writer.add(rec)
+                if progress is not None:
+                    progress(rec)
+            pending.clear()
+
         t0 = time.perf_counter()
+        phase = fn = dt = nbytes = None
+        tt = jnp.asarray(np.int32(state.step))
         for t in range(state.step, until):
-            idx = self.batches.indices(t)
-            p, o, s, ss, loss = self.step_fn(t)(p, o, s, ss, self.X, self.Y, idx, np.int32(t))
-            dt = self.clock().iteration(self.comp, t)
-            nbytes = self.bytes_at(t)
+            key = self._key(t)
+            if key != phase:
+                phase, fn = key, self._loop_fn(t)
+                dt, nbytes = self.clock().iteration(self.comp, t), self.bytes_at(t)
+            p, o, s, ss, loss, tt = fn(p, o, s, ss, self.X, self.Y, self._perm(t // per), tt)
             clock += dt
             sent += nbytes
-            acc, extra = None, {"sim_clock_s": clock, "epoch": t // self.batches.per_epoch}
+            acc, extra = None, {"sim_clock_s": clock, "epoch": t // per}
             if (t + 1) % cfg.eval_every == 0 or t + 1 == cfg.steps:
                 test_loss, acc = self.test_metrics(p)
                 extra["test_loss"] = test_loss
-            rec = records.Step(t, dt, nbytes, float(loss), acc, extra)
-            history.append(rec)
-            if writer is not None:
-                writer.add(rec)
-            if progress is not None:
-                progress(rec)
+            pending.append((t, dt, nbytes, loss, acc, extra))
+            if acc is not None or (flush_every is not None and len(pending) >= flush_every):
+                flush()
+        flush()
+        jax.block_until_ready(p)
         wall = time.perf_counter() - t0
         state = TrainState(p, o, s, ss, max(state.step, until), clock, sent)
         return RunResult(cfg, state, history, summarize(cfg, history, wall))
+
+
+FLUSH = 32  # steps between loss read-backs when records are streamed (writer / progress)
 
 
 def time_to_accuracy(history, target: float | None) -> tuple[float | None, int | None]:
