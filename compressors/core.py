@@ -15,8 +15,11 @@ the payload to a communicator; when all rounds are received, ``decode``
 mean-gradient estimate, identical on every worker. ``local`` returns what
 this worker's own payloads decode to (error feedback needs it).
 
-Compressor authors write these per *leaf* (one array); the methods of
-:class:`Compressor` apply them to whole pytrees of gradients. Nothing here
+Compressor authors write these per *leaf* (one array). :class:`Compressor`
+describes a whole pytree — its rounds, DDP buckets and collectives
+(:meth:`Compressor.exchange_plan`), its fresh state (a pytree mirroring the
+gradients, one named state per leaf) — and the one runner that drives the
+rounds for every life is :func:`compressors.protocol.run`. Nothing here
 communicates and nothing is mutated: state is a pytree that goes in and
 comes out, randomness comes from explicit :class:`Keys`.
 """

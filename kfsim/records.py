@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
@@ -39,26 +41,47 @@ class RunRecord(NamedTuple):
         return [s.loss for s in self.steps]
 
 
+PARTIAL_SUFFIX = ".partial"  # where a Writer streams until the run ends cleanly
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write(path: str | Path, source: str, meta: dict, steps: Iterable[Step]) -> Path:
-    """Write a whole run record (atomically: a temp file renamed into place)."""
+    """Write a whole run record (atomically: a temp file in the same folder renamed into place;
+    on any error the temp file is removed and an existing ``path`` is left untouched)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        f.write(json.dumps({"kind": "header", "source": source, "meta": meta}) + "\n")
-        for s in steps:
-            f.write(json.dumps(_step_dict(s)) + "\n")
-    tmp.replace(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"kind": "header", "source": source, "meta": meta}) + "\n")
+            for s in steps:
+                f.write(json.dumps(_step_dict(s)) + "\n")
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
 class Writer:
-    """Append steps as they happen (a crashed run keeps what it wrote)."""
+    """Append steps as they happen, to ``<path>.partial``; :meth:`close` renames it onto ``path``.
+
+    A crashed run keeps what it wrote (in ``<path>.partial``) and never destroys an
+    existing record at ``path``; ``close(ok=False)`` (or leaving a ``with`` block on an
+    exception) keeps the partial file and leaves ``path`` as it was."""
 
     def __init__(self, path: str | Path, source: str, meta: dict):
         self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + PARTIAL_SUFFIX)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("w")
+        self._f = self.partial.open("w")
         self._f.write(json.dumps({"kind": "header", "source": source, "meta": meta}) + "\n")
         self._f.flush()
 
@@ -66,14 +89,18 @@ class Writer:
         self._f.write(json.dumps(_step_dict(step)) + "\n")
         self._f.flush()
 
-    def close(self) -> None:
+    def close(self, ok: bool = True) -> None:
+        if self._f.closed:
+            return
         self._f.close()
+        if ok:
+            os.replace(self.partial, self.path)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        self.close(ok=exc_type is None)
 
 
 def _step_dict(s: Step) -> dict[str, Any]:

@@ -274,7 +274,12 @@ def read_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise ValueError(f"config file {str(path)!r} does not exist")
-    text = path.read_text()
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} is not a regular file (a directory?)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"config file {str(path)!r}: cannot read: {exc}") from None
     try:
         if path.suffix == ".toml":
             return tomllib.loads(text)

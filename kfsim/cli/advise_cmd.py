@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 import compressors
-from kfsim.cli import app
+from kfsim.cli import app, check_out_dir, fail
 from kfsim.cli.scale_cmd import csv_floats, csv_ints, resolve, wide_console
 from kfsim.sim import report
 from kfsim.sim.predict import predict_iteration
@@ -64,12 +64,12 @@ def advise_command(
             if not latency_us >= 0:
                 raise ValueError(f"--latency-us must be >= 0, got {latency_us}")
             cluster = cluster._replace(inter=cluster.inter._replace(latency=latency_us * 1e-6))
+        check_out_dir(out)
         speed, tc, tb = advise_grid(scale.model, cluster, compressor, bws, ws, baseline=baseline,
                                     bucket_mb=scale.bucket_mb,
                                     batch_per_worker=scale.batch_per_worker, overlap=scale.overlap)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise fail(exc) from None
     t = Table(title=f"{compressor} on {scale.model} ({cluster.device.name}, {cluster.gpus_per_node}/node): "
                     f"speedup over {baseline} (green: compression pays)")
     t.add_column("Gbit/s \\ workers", justify="right")
@@ -91,7 +91,6 @@ def advise_command(
                       f"{best['bandwidth_gbps']:g} Gbit/s, {best['workers']} workers; pays up to {top:g} Gbit/s")
     else:
         console.print("compression never pays on this grid")
-    out.mkdir(parents=True, exist_ok=True)
     from kfsim.catalog import config as cfgmod
     files = [report.write_csv(out / "advise.csv", rows),
              report.write_json(out / "advise.json", {"command": "kfsim advise", "model": scale.model,

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from kfsim.cli import app
+from kfsim.cli import app, check_out_dir, check_out_file, fail
 
 
 @app.command("launch")
@@ -39,16 +39,27 @@ def launch_cmd(
     from kfsim.launch import LaunchError, launch
 
     for module in imports:  # so the spec validates here too
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's module is bad input
+            raise fail(f"--import {module}: cannot import ({type(exc).__name__}: {exc})") from None
 
     try:
+        if resume and ckpt_dir is None:
+            raise ValueError("--resume needs --ckpt-dir")
+        for flag, v in (("--timeout", timeout), ("--stall", stall)):
+            if not v > 0:
+                raise ValueError(f"{flag} must be > 0 s, got {v:g}")
+        if record is not None:
+            check_out_file(record, "--record")
+        if ckpt_dir is not None:
+            check_out_dir(ckpt_dir, "--ckpt-dir")
         res = launch(compressor, workers=workers, model=model, steps=steps, batch=batch, lr=lr, seed=seed,
                      device=device, rng=rng, collective=collective, record=record, eval_every=eval_every,
                      ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, resume_step=resume, timeout_s=timeout,
                      stall_s=stall, imports=[*imports])
     except (ValueError, LaunchError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise fail(exc) from None
     rec = records.read(res.record)
     last = rec.steps[-1]
     times = sorted(s.time_s for s in rec.steps[1:]) or [last.time_s]

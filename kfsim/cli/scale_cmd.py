@@ -17,7 +17,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 import compressors
-from kfsim.cli import app
+from kfsim.cli import app, check_out_dir, fail
 from kfsim.catalog import config as cfgmod
 from kfsim.catalog import get_device, get_link, seed_cluster
 from kfsim.sim import report
@@ -226,11 +226,11 @@ def scale_command(
                                  collective=collective, interference=interference)
         if jitter < 0:
             raise ValueError(f"--jitter must be >= 0, got {jitter}")
+        check_out_dir(out)
         t0 = time.perf_counter()
         rows = run_scale(scale, cluster, jitter=jitter, progress=not quiet)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise fail(exc) from None
     elapsed = time.perf_counter() - t0
     title = (f"{scale.model} on {cluster.device.name}, {cluster.gpus_per_node}/node, "
              f"{cluster.nics_per_node} NIC{'s' * (cluster.nics_per_node > 1)}/node, "
@@ -239,7 +239,6 @@ def scale_command(
         print_tables(console, rows, scale, cluster, title)
     meta = {"command": "kfsim scale", "scale": scale.model_dump(), "cluster": cfgmod.cluster_dict(cluster),
             "jitter": jitter, "elapsed_s": elapsed}
-    out.mkdir(parents=True, exist_ok=True)
     files = [report.write_csv(out / "scale.csv", rows), report.write_json(out / "scale.json", meta, rows)]
     if plot:
         files.append(report.plot_scale(out / "scale.png", rows, title))

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kfsim.cli import app
+from kfsim.cli import app, check_out_dir, fail
 
 
 def _fmt(v, pct=False):
@@ -44,20 +44,24 @@ def study(
     from kfsim.data import DataUnavailable
     from kfsim.train import study as st
 
-    cfg = st.StudyConfig(task=task, specs=tuple(spec) if spec else st.DEFAULT_SPECS, workers=workers, batch=batch,
-                         steps=steps, lr=lr, momentum=momentum, seed=seed, eval_every=eval_every,
-                         limit_test=limit_test, target_accuracy=target,
-                         bandwidths=tuple(bandwidth) if bandwidth else st.DEFAULT_BANDWIDTHS, cluster=cluster)
     console = Console(width=160)
     try:
+        cfg = st.StudyConfig(task=task, specs=tuple(spec) if spec else st.DEFAULT_SPECS, workers=workers,
+                             batch=batch, steps=steps, lr=lr, momentum=momentum, seed=seed, eval_every=eval_every,
+                             limit_test=limit_test, target_accuracy=target,
+                             bandwidths=tuple(bandwidth) if bandwidth else st.DEFAULT_BANDWIDTHS, cluster=cluster)
         from kfsim.train.config import RunConfig
 
         RunConfig(task=task, workers=workers, batch=batch, steps=steps, lr=lr, momentum=momentum, seed=seed,
                   eval_every=eval_every, target_accuracy=target)
+        for b in cfg.bandwidths:
+            if not b > 0:
+                raise ValueError(f"--bandwidth must be > 0 Gbit/s, got {b:g}")
+        st.check_specs(cfg.specs)
+        check_out_dir(out)
         rows = st.run_study(cfg, out, log=console.print)
     except (ValueError, DataUnavailable) as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise fail(exc) from None
     table = Table(title=f"kfsim study: {task}, {workers} workers, {steps} steps, target {target:.0%}")
     cols = st.columns(cfg.bandwidths)[:-3]
     for c in cols:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import typer
 
-from kfsim.cli import app
+from kfsim.cli import app, check_out_dir, check_out_file, fail
+from kfsim.sim.report import write_text
 
 
 def _need_root() -> None:
@@ -47,7 +48,14 @@ def testbed(workers: int = typer.Option(2, help="namespaces = MindSpore workers"
             logs: Path = typer.Option(Path("/tmp/kfsim-testbed"), help="log directory"),
             timeout: float = typer.Option(280.0, help="job timeout, s")) -> None:
     """Run native data-parallel MindSpore steps, one worker per network namespace, on shaped links."""
-    _need_root()
+    from kfsim.testbed.netns import MAX_WORKERS
+    if not 2 <= workers <= MAX_WORKERS:
+        raise fail(f"--workers must be in 2..{MAX_WORKERS}, got {workers}")
+    for flag, v in (("--batch", batch), ("--steps", steps)):
+        if v < 1:
+            raise fail(f"{flag} must be >= 1, got {v}")
+    if not timeout > 0:
+        raise fail(f"--timeout must be > 0 s, got {timeout:g}")
     from kfsim.testbed.netns import Shape, Testbed
     from kfsim.testbed.training import parse_layers, run_native
     try:
@@ -55,8 +63,7 @@ def testbed(workers: int = typer.Option(2, help="namespaces = MindSpore workers"
         ls = parse_layers(layers)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if workers < 2:
-        raise typer.BadParameter("--workers must be >= 2")
+    _need_root()
     with Testbed(workers, shape) as tb:
         run = run_native(tb, workers, ls, batch, steps=steps, log_root=logs, timeout_s=timeout)
     typer.echo(f"workers {workers}  link {rate:g} Mbit/s  latency {latency:g} ms  loss {loss:g} %  "
@@ -83,7 +90,6 @@ def calibrate(name: str = typer.Option("testbed", help="profile name"),
               out: Path = typer.Option(Path("profiles"), help="profile directory"),
               logs: Path = typer.Option(Path("/tmp/kfsim-calibrate"), help="log directory")) -> None:
     """Micro-benchmark the testbed, fit α, β, γ of the mccl echo ring and compute, write cluster profiles."""
-    _need_root()
     from kfsim.testbed import calibrate as cal
     from kfsim.testbed.training import parse_layers
     rs = _floats(rates, "--rates") if rates.strip() else []
@@ -100,13 +106,17 @@ def calibrate(name: str = typer.Option("testbed", help="profile name"),
         lls = [parse_layers(x) for x in layers.split(";") if x.strip()]
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    try:
+        check_out_dir(out)
+    except ValueError as exc:
+        raise fail(exc) from None
+    _need_root()
     coll, comp, models, steps = cal.measure(rs, ws, ss, lls, batch, repeats, logs, log=typer.echo, specs=sp,
                                             hidden=hidden, global_batch=global_batch)
     mpath = cal.measurements_path(name, out)
     data = cal.merge(cal.load_measurements(mpath), coll, comp, models, steps)
-    mpath.parent.mkdir(parents=True, exist_ok=True)
     import json
-    mpath.write_text(json.dumps(data, indent=1))
+    write_text(mpath, json.dumps(data, indent=1))
     _print_onwire(coll)
     fitted = cal.fits(data)
     typer.echo(f"\n{'rate':>7} {'p':>4} {'α µs':>9} {'β ns/B':>9} {'γ ns/B':>8} {'eff':>6} {'med|err|':>9} {'max|err|':>9}")
@@ -163,29 +173,34 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
         cases = []
         for f in merge.split(","):
             path = Path(f.strip())
-            if not path.exists():
-                typer.echo(f"error: {path} does not exist", err=True)
-                raise typer.Exit(2)
-            cases += [val.Case(**{k: v for k, v in c.items() if k in val.Case._fields})
-                      for c in json.loads(path.read_text())]
+            if not path.is_file():
+                raise fail(f"--merge: {path} does not exist or is not a file")
+            try:
+                cases += [val.Case(**{k: v for k, v in c.items() if k in val.Case._fields})
+                          for c in json.loads(path.read_text())]
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise fail(f"--merge: {path}: not a validate cases file ({exc})") from None
         if repredict:
             cases = val.repredict(cases, profiles, name, hidden, global_batch)
         _report(cases, png)
         return
-    _need_root()
+    try:
+        check_out_file(png, "--png")
+    except ValueError as exc:
+        raise fail(exc) from None
     from kfsim.testbed.training import parse_layers
     rs, ws = _floats(rates, "--rates"), _ints(workers, "--workers", 2)
     kinds = {k.strip() for k in what.split(",") if k.strip()}
     if not kinds or kinds - {"collectives", "native", "compressed"}:
         raise typer.BadParameter(f"--what: choose from collectives, native, compressed; got {what!r}")
+    _need_root()
     try:
         for r in rs:
             for p in ws:
                 val.profile_for(profiles, name, r, p)
         ls = parse_layers(layers)
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise fail(exc) from None
     cases = []
     if "collectives" in kinds:
         cases += val.validate_collectives(profiles, name, rs, ws, _ints(sizes, "--sizes", 4), log_root=logs,
@@ -202,8 +217,7 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
 def _report(cases, png: Path) -> None:
     from kfsim.testbed import validate as val
     if not cases:
-        typer.echo("error: no cases", err=True)
-        raise typer.Exit(2)
+        raise fail("no cases")
     typer.echo(f"\n{'kind':>22} {'case':>14} {'Mbit/s':>7} {'p':>3} {'predicted s':>12} {'measured s':>11} {'rel err':>8}")
     for c in cases:
         typer.echo(f"{c.kind:>22} {c.detail:>14} {c.rate_mbit:7g} {c.p:3d} {c.predicted_s:12.4f} "
@@ -215,5 +229,5 @@ def _report(cases, png: Path) -> None:
     typer.echo(f"plot: {val.plot(cases, png)}")
     cpath = png.with_suffix(".json")
     import json
-    cpath.write_text(json.dumps([c._asdict() | {"rel_error": c.rel_error} for c in cases], indent=1))
+    write_text(cpath, json.dumps([c._asdict() | {"rel_error": c.rel_error} for c in cases], indent=1))
     typer.echo(f"cases: {cpath}")

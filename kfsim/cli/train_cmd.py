@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kfsim.cli import app
+from kfsim.cli import app, check_out_file, fail
 
 
 @app.command("train")
@@ -39,7 +39,10 @@ def train(
     checkpoint_every: int = typer.Option(100, help="steps between checkpoints"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
-    """Train a real model with N simulated workers and a compressor; simulated cluster time."""
+    """Train a real model with N simulated workers and a compressor; simulated cluster time.
+
+    A diverged run (a non-finite loss, or a loss over 1000x the first step's) prints its
+    summary (diverged: true), then one error line on stderr, and exits with status 3."""
     from kfsim.data import DataUnavailable
     from kfsim.train import checkpoint as ckpt
     from kfsim.train import loop
@@ -54,20 +57,32 @@ def train(
         import compressors
 
         compressors.parse(compressor)
+        if record is not None:
+            check_out_file(record, "--record")
+        if checkpoint is not None:
+            if checkpoint.exists() and not checkpoint.is_file():
+                raise ValueError(f"--checkpoint {checkpoint}: is not a regular file")
+            check_out_file(checkpoint, "--checkpoint")
         if checkpoint is not None:
             res = ckpt.run_with_checkpoints(cfg, checkpoint, checkpoint_every,
                                             record=None if record is None else str(record))
         else:
             res = loop.run(cfg, record=None if record is None else str(record))
     except (ValueError, DataUnavailable) as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise fail(exc) from None
+    why = loop.divergence(res.steps)
     if as_json:
         typer.echo(json.dumps(res.summary, default=str))
-        return
+    else:
+        _print_summary(res.summary, task, workers, compressor, mode)
+    if why is not None or res.summary.get("diverged"):
+        raise fail(f"training diverged (--lr {lr:g}): {why or 'non-finite loss'}", code=3)
+
+
+def _print_summary(summary: dict, task: str, workers: int, compressor: str, mode: str) -> None:
     table = Table(title=f"kfsim train: {task}, {workers} workers, {compressor} ({mode})")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for k, v in res.summary.items():
+    for k, v in summary.items():
         table.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
     Console(width=120).print(table)

@@ -14,6 +14,7 @@ import functools
 import gzip
 import os
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,11 @@ def data_dir() -> Path:
 
 def read_idx(path: Path, magic: int, dims: int) -> np.ndarray:
     """Read one gzipped IDX file, checking its magic number and sizes."""
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read()
+    except (EOFError, OSError, zlib.error) as exc:  # truncated or not gzip at all
+        raise ValueError(f"{path}: corrupt or truncated gzip file ({exc})") from None
     header = 4 + 4 * dims
     if len(raw) < header:
         raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes)")

@@ -1,17 +1,55 @@
-"""Writing sweep results: CSV, JSON (with the inputs that reproduce them), PNG plots."""
+"""Writing sweep results: CSV, JSON (with the inputs that reproduce them), PNG plots.
+
+Every file is written atomically (:func:`atomic_path`): a temp file in the same
+folder renamed into place, so a failed write never leaves a half-written file
+or destroys the one already there.
+"""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 
-def write_csv(path: Path, rows: Sequence[dict]) -> Path:
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temp path next to ``path``; on success it replaces ``path`` (``os.replace``),
+    on any error it is removed and ``path`` is left as it was."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write a text file atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def write_csv(path: Path, rows: Sequence[dict]) -> Path:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
@@ -19,9 +57,7 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
 
 
 def write_json(path: Path, meta: dict, rows: Sequence[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=1))
-    return path
+    return write_text(path, json.dumps({"meta": meta, "rows": list(rows)}, indent=1))
 
 
 def _plt():
@@ -51,9 +87,11 @@ def plot_scale(path: Path, rows: Sequence[dict], title: str) -> Path:
     a1.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -77,7 +115,9 @@ def plot_heatmap(path: Path, speedup: np.ndarray, bandwidths_gbps: Sequence[floa
     cb.set_label("log₂ speedup over uncompressed")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return path

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 from kfsim.catalog import config as cfgmod
 from kfsim.catalog.cluster import Cluster
+from kfsim.sim.report import write_text
 from kfsim.testbed.fit import CollectiveFit
 
 DEFAULT_DIR = Path("profiles")
@@ -98,12 +99,12 @@ def write_profile(data: dict, path: str | Path) -> Path:
     body = {k: v for k, v in data.items() if k != "models"}
     if path.suffix in (".yaml", ".yml"):
         import yaml
-        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        write_text(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     elif path.suffix == ".toml":
         text = cfgmod.to_toml(body)
         for m in models:
             text += "\n[[models]]\n" + cfgmod.to_toml(m)
-        path.write_text(text)
+        write_text(path, text)
     else:
         raise ValueError(f"{path}: profiles are written as .toml or .yaml")
     read_profile(path)

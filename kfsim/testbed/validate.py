@@ -21,6 +21,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from kfsim.sim.report import atomic_path
 from kfsim.testbed import microbench
 from kfsim.testbed.netns import Shape, Testbed
 from kfsim.testbed.profile import read_profile
@@ -189,6 +190,9 @@ def plot(cases: Sequence[Case], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return path

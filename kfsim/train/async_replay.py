@@ -90,11 +90,14 @@ def run(cfg: RunConfig, *, record: str | None = None, task: tasks.Task | None = 
     events, costs = schedule(cfg, trainer.model)
     writer = None if record is None else records.Writer(
         record, "simulated", {**loop.meta(cfg), "async_costs": costs._asdict()})
+    ok = False
     try:
-        return replay(cfg, trainer, events, writer=writer, progress=progress)[0]
+        res = replay(cfg, trainer, events, writer=writer, progress=progress)[0]
+        ok = True
+        return res
     finally:
         if writer is not None:
-            writer.close()
+            writer.close(ok=ok)
 
 
 def replay(cfg, trainer: loop.Trainer, events, *, state: AsyncState | None = None, until: int | None = None,

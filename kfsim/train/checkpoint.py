@@ -205,4 +205,4 @@ def run_with_checkpoints(cfg: RunConfig, path: str | Path, every: int, *, resume
     result = loop.RunResult(cfg, state, history, loop.summarize(cfg, history, wall))
     if record is not None:
         records.write(record, "simulated", loop.meta(cfg), history)
-    return result
+    return loop.mark_divergence(result)

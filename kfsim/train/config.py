@@ -30,7 +30,7 @@ class RunConfig:
     target_accuracy: float | None = None
     backend: str = "jax"                  # the ops binding (its top_k uses a Numba kernel on CPU)
     grad_mode: str = "loop"               # per-worker gradients: "loop" (unrolled) or "vmap"
-    exchange: str = "loop"                # "loop": compressors.exchange.exchange; "vmap": vectorised over workers
+    exchange: str = "loop"                # the runner's workers: "loop" (a list) or "vmap" (one jax.vmap over workers)
     server_compressor: str | None = None  # parameter-server mode: compress the reply too (spec or Compressor)
     collective: str | None = None         # timing: ring, tree, rhd, hierarchical, ps, mccl (default: cluster's)
     cluster: str = "nodes"                # "nodes": one RTX 3090 per node on 1 GbE; "seed"; a profile file

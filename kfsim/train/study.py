@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
 import compressors
+from kfsim.sim.report import atomic_path, write_text
 from kfsim.train import loop, tasks, timing
 from kfsim.train.config import RunConfig
 
@@ -128,7 +129,7 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
         for b in cfg.bandwidths:
             r[f"speedup@{b:g}G"] = base[f"iter_s@{b:g}G"] / r[f"iter_s@{b:g}G"]
     write_csv(out / "study.csv", rows, cfg.bandwidths)
-    (out / "study.json").write_text(json.dumps({"config": cfg._asdict(), "rows": rows}, indent=1, default=str))
+    write_text(out / "study.json", json.dumps({"config": cfg._asdict(), "rows": rows}, indent=1, default=str))
     plot(out / "accuracy_vs_time.png", curves, cfg)
     return rows
 
@@ -158,7 +159,7 @@ def columns(bandwidths) -> list[str]:
 
 def write_csv(path: Path, rows: list[dict], bandwidths) -> None:
     cols = columns(bandwidths)
-    with path.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
@@ -185,5 +186,8 @@ def plot(path: Path, curves: dict, cfg: StudyConfig) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
