@@ -14,78 +14,15 @@ from typing import Sequence
 
 import numpy as np
 
-import compressors
-from kfsim import catalog
-from kfsim.catalog import Cluster, ModelProfile
+from kfsim.catalog import Cluster
 from kfsim.sim import algorithms
 from kfsim.sim.compute import compute_time
 from kfsim.sim.events import AppliedUpdate, simulate_async, simulate_sync  # noqa: F401  (re-exported)
-from kfsim.sim.exchange_cost import assign_buckets, bucket_cost, tensor_plan
+from kfsim.sim.exchange_cost import bucket_cost, tensor_plan
+from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays  # noqa: F401 (public)
 from kfsim.sim.pipeline import Breakdown, schedule
 
 NETWORKS = ("analytical", "flow")
-
-
-def as_model(model) -> ModelProfile:
-    """Catalog name or ModelProfile → a hashable ModelProfile (shapes as tuples)."""
-    if isinstance(model, ModelProfile) and _is_normal(model):
-        return model
-    m = catalog.get_model(model)
-    if _is_normal(m):
-        return m
-    shapes = tuple(tuple(int(d) for d in s) for s in m.tensor_shapes)
-    if not shapes:
-        raise ValueError(f"model {m.name!r} has no tensors")
-    if m.flops_per_sample < 0:
-        raise ValueError(f"model {m.name!r}: flops_per_sample must be >= 0")
-    tf = None if m.tensor_flops is None else tuple(float(x) for x in m.tensor_flops)
-    if tf is not None and len(tf) != len(shapes):
-        raise ValueError(f"model {m.name!r}: tensor_flops has {len(tf)} entries for {len(shapes)} tensors")
-    return m._replace(tensor_shapes=shapes, tensor_flops=tf)
-
-
-def _is_normal(m: ModelProfile) -> bool:
-    """Already hashable and checked (tuples all the way down)?"""
-    return (isinstance(m.tensor_shapes, tuple) and len(m.tensor_shapes) > 0
-            and all(type(s) is tuple for s in m.tensor_shapes)
-            and (m.tensor_flops is None or isinstance(m.tensor_flops, tuple))
-            and (m.tensor_flops is None or len(m.tensor_flops) == len(m.tensor_shapes))
-            and m.flops_per_sample >= 0)
-
-
-@functools.lru_cache(maxsize=256)
-def _parse(spec: str):
-    return compressors.parse(spec)
-
-
-_PHASES: dict = {}
-
-
-def as_compressor(compressor, step: int | None = None):
-    """Spec string or Compressor → the compressor in force at ``step``.
-
-    The result is memoised per (compressor, phase_of(step)), so a training
-    loop that asks every step gets the same object while the phase holds and
-    :func:`predict_iteration`'s cache keeps hitting."""
-    comp = _parse(compressor) if isinstance(compressor, str) else compressors.parse(compressor)
-    if step is None:
-        return comp
-    key = (comp, comp.phase_of(step))
-    found = _PHASES.get(key)
-    if found is None:
-        if len(_PHASES) > 4096:
-            _PHASES.clear()
-        found = _PHASES[key] = comp.step(step)
-    return found
-
-
-def as_cluster(cluster) -> Cluster:
-    if isinstance(cluster, Cluster):
-        return cluster
-    if cluster is None or cluster == "seed" or cluster == "seed-3090":
-        return catalog.seed_cluster()
-    from kfsim.catalog.config import load_cluster
-    return load_cluster(cluster)
 
 
 def predict_iteration(model, cluster, compressor="none", workers: int | None = None, *,
@@ -121,22 +58,6 @@ def predict_iteration(model, cluster, compressor="none", workers: int | None = N
     return _predict(m, cl, comp, p, batch, coll, float(bucket_mb), bool(overlap), lam, network)
 
 
-@functools.lru_cache(maxsize=4096)
-def _model_arrays(m: ModelProfile, bucket_mb: float):
-    dense = np.array([float(np.prod(s)) * 4 for s in m.tensor_shapes])
-    ids = assign_buckets(dense, bucket_mb * 2**20)
-    w = np.array(m.weights())
-    # backward visits tensors in reverse: fraction done when tensor t's gradient exists
-    frac_rev = np.cumsum(w[::-1])
-    frac = frac_rev[::-1]
-    B = int(ids.max()) + 1
-    ready = np.zeros(B)
-    np.maximum.at(ready, ids, frac)
-    ready = np.minimum(np.maximum.accumulate(ready), 1.0)
-    return ids, ready
-
-
-model_arrays = _model_arrays   # public name: (bucket id per tensor, ready fraction per bucket)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -158,7 +79,7 @@ def _priced_plan(comp, shapes: tuple, cl: Cluster):
 def _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn=None) -> Breakdown:
     """Compute + bucket exchange costs → the pipeline schedule."""
     ct = compute_time(m, cl, batch)
-    ids, ready = _model_arrays(m, bucket_mb)
+    ids, ready = model_arrays(m, bucket_mb)
     plan = _priced_plan(comp, m.tensor_shapes, cl)
     bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), comm_fn)
     if p == 1:  # nothing to exchange, nothing to encode
@@ -211,7 +132,7 @@ def predict_stragglers(model, cluster, compressor, workers: int, compute, *, ite
     cl = as_cluster(cluster)
     comp = as_compressor(compressor, step)
     coll = algorithms.check_name(collective or cl.collective)
-    ids, ready = _model_arrays(m, float(bucket_mb))
+    ids, ready = model_arrays(m, float(bucket_mb))
     plan = _priced_plan(comp, m.tensor_shapes, cl)
     bc = bucket_cost(plan, ids, workers, coll, algorithms.net_params(cl))
     ct = compute_time(m, cl, m.batch)

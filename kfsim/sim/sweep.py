@@ -20,7 +20,7 @@ Results equal ``predict_iteration`` to rounding (≈1e-15 relative; tests ask 1e
 network (``network="flow"``) is not a closed form: ``sweep_grid`` raises NotImplementedError and
 :func:`kfsim.sim.predict.sweep` falls back to ``predict_iteration`` per configuration (so does it
 for a future collective that is not affine in the message size). This module sits below
-``predict`` (no import circle): it normalises its inputs as ``predict`` does.
+``predict`` (no import circle); both normalise their inputs with :mod:`kfsim.sim.inputs`.
 """
 from __future__ import annotations
 
@@ -30,12 +30,11 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from compressors import parse as parse_compressor
-from kfsim import catalog
-from kfsim.catalog import Cluster, ModelProfile
+from kfsim.catalog import ModelProfile
 from kfsim.sim import algorithms
 from kfsim.sim.compute import compute_time
-from kfsim.sim.exchange_cost import assign_buckets, tensor_plan
+from kfsim.sim.exchange_cost import tensor_plan
+from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays
 
 NETWORKS = ("analytical", "flow")
 
@@ -126,64 +125,12 @@ class _Group(NamedTuple):
     max_bytes: float
 
 
-def _model(model) -> ModelProfile:
-    """As ``predict.as_model`` (this module sits below predict): shapes as tuples, checked."""
-    m = catalog.get_model(model)
-    if (isinstance(m.tensor_shapes, tuple) and m.tensor_shapes and all(type(x) is tuple for x in m.tensor_shapes)
-            and (m.tensor_flops is None or (isinstance(m.tensor_flops, tuple)
-                                            and len(m.tensor_flops) == len(m.tensor_shapes)))
-            and m.flops_per_sample >= 0):
-        return m                    # already normal (hashable): the per-group cache keeps hitting
-    shapes = tuple(tuple(int(d) for d in s) for s in m.tensor_shapes)
-    if not shapes:
-        raise ValueError(f"model {m.name!r} has no tensors")
-    if m.flops_per_sample < 0:
-        raise ValueError(f"model {m.name!r}: flops_per_sample must be >= 0")
-    tf = None if m.tensor_flops is None else tuple(float(x) for x in m.tensor_flops)
-    if tf is not None and len(tf) != len(shapes):
-        raise ValueError(f"model {m.name!r}: tensor_flops has {len(tf)} entries for {len(shapes)} tensors")
-    return m._replace(tensor_shapes=shapes, tensor_flops=tf)
-
-
-@functools.lru_cache(maxsize=256)
-def _parse(spec: str):
-    return parse_compressor(spec)
-
-
-_PHASES: dict = {}
-
-
-def _compressor(c, step):
-    """As ``predict.as_compressor``: memoised per (compressor, phase) so the group cache hits."""
-    comp = _parse(c) if isinstance(c, str) else parse_compressor(c)
-    if step is None:
-        return comp
-    key = (comp, comp.phase_of(step))
-    if key not in _PHASES:
-        if len(_PHASES) > 4096:
-            _PHASES.clear()
-        _PHASES[key] = comp.step(step)
-    return _PHASES[key]
-
-
-def _cluster(cluster) -> Cluster:
-    if isinstance(cluster, Cluster):
-        return cluster
-    if cluster is None or cluster == "seed" or cluster == "seed-3090":
-        return catalog.seed_cluster()
-    from kfsim.catalog.config import load_cluster
-    return load_cluster(cluster)
-
-
 @functools.lru_cache(maxsize=1024)
 def _group(m, cl, comp, batch: int, bucket_mb: float) -> _Group:
     ct = compute_time(m, cl, batch)
-    # DDP layout and ready fractions: as predict.model_arrays
-    ids = assign_buckets(np.array([float(np.prod(s)) * 4 for s in m.tensor_shapes]), bucket_mb * 2**20)
-    B = int(ids.max()) + 1
-    ready = np.zeros(B)
-    np.maximum.at(ready, ids, np.cumsum(np.array(m.weights())[::-1])[::-1])
-    ready = np.minimum(np.maximum.accumulate(ready), 1.0)
+    ids, ready = model_arrays(m, bucket_mb)
+    ready = ready.copy()
+    B = len(ready)
     plan = tensor_plan(comp, m.tensor_shapes, cluster=cl)       # priced: codec seconds per tensor
     R = plan.sum_bytes.shape[1]
     sums, gath, enc = np.zeros((B, R)), np.zeros((B, R)), np.zeros(B)
@@ -244,7 +191,6 @@ def _group_totals(g: _Group, coef: np.ndarray, p: np.ndarray, overlap: bool, lam
     keep = g.M.any(axis=1)
     cumM = np.cumsum(g.M[keep], axis=1).T.copy()             # (B, k)
     cf = coef[keep]
-    B = len(g.ready)
     kb = max(1, min(K, _VEC // max(1, W)))
     wb = min(W, _VEC)
     for k0 in range(0, K, kb):
@@ -285,9 +231,9 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
         models = [models]
     if isinstance(compressors, str) or not isinstance(compressors, (Sequence, np.ndarray)):
         compressors = [compressors]
-    cl = _cluster(cluster)
-    ms = [_model(m) for m in models]
-    cs = [_compressor(c, step) for c in compressors]
+    cl = as_cluster(cluster)
+    ms = [as_model(m) for m in models]
+    cs = [as_compressor(c, step) for c in compressors]
     wf = _as_1d(workers, "workers")
     if np.any(wf != np.round(wf)) or np.any(wf < 1):
         bad = wf[(wf != np.round(wf)) | (wf < 1)][0]
