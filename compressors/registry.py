@@ -40,6 +40,13 @@ def register(name: str, *, combinator: bool = False, paper: str = ""):
     return deco
 
 
+def unregister(name: str) -> None:
+    """Forget a registered name (a notebook cell or a test redefining its compressor)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"compressor {name!r} is not registered")
+    del _REGISTRY[name]
+
+
 def entries() -> list[Entry]:
     """All registered compressors and combinators, sorted by name."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

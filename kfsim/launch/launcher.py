@@ -79,6 +79,12 @@ def model_avals(model: str, hidden: int = 2900):
     return [(p[k].shape, p[k].dtype) for k in sorted(p)]
 
 
+def interpreter_path() -> str:
+    """PATH with this interpreter's bin folder first: msrun starts its workers as plain
+    ``python``, which must be this environment's (a venv need not be activated)."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
 def msrun_path() -> str:
     """MindSpore's ``msrun`` of *this* interpreter's environment (a venv need not be
     activated), else the one on PATH; LaunchError when there is none."""
@@ -178,7 +184,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     port = free_port(workers)
     cmd = [msrun, f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
            f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
-    env = dict(os.environ, GLOG_v="3", PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(),
+               PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
     for r in range(workers):
         (log_dir / f"hb.rank{r}").unlink(missing_ok=True)
     t0 = time.time()

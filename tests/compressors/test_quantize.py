@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import compressors as C
+from compressors import protocol
 from tests.compressors.helpers import OPS
 from tests.compressors.mc import run
 
@@ -13,8 +14,8 @@ def encode(spec, x, seed=0):
     """The payload of a one-leaf tree, with the keys ``decode`` uses."""
     comp = C.parse(spec)
     g = {"x": OPS.asarray(x)}
-    payloads, _ = comp.encode(OPS, g, comp.init(OPS, g), C.make_keys(OPS, seed, 0), [], 0)
-    return payloads[0]
+    res = protocol.run(OPS, comp, [g], [comp.init(OPS, g)], [C.make_keys(OPS, seed, 0)], record=True)
+    return res.log[0].sent[0][0]
 
 
 def decode(spec, x, seed=0):

@@ -11,7 +11,7 @@ from compressors import cost
 from compressors.core import Compressor, Law, fixed, mean_of, single_round
 from compressors.ops import FUSED_NAMES, OP_NAMES
 from compressors.program import trace_codec
-from compressors.registry import register
+from compressors.registry import register, unregister
 from kfsim import catalog
 from kfsim.sim import codec as simcodec
 from kfsim.sim.exchange_cost import exchange_time
@@ -109,7 +109,6 @@ TAG = uuid.uuid4().hex[:8]
 HALF, SCALED_SIGN = f"user_half_{TAG}", f"user_scaled_sign_{TAG}"
 
 
-@register(HALF)
 def _user_half() -> Compressor:
     """x / 2 on the wire, summed (one elementwise op)."""
     leaf = single_round(law=Law.SUM, bits=lambda shape, dtype: 32 * math.prod(shape),
@@ -118,7 +117,6 @@ def _user_half() -> Compressor:
     return Compressor(f"{HALF}()", fixed(leaf))
 
 
-@register(SCALED_SIGN)
 def _user_scaled_sign() -> Compressor:
     """max|x| · sign(x), gathered: abs, max, sign, mul per tensor; decoded per payload."""
     def compress(ops, x, state, keys):
@@ -135,6 +133,16 @@ def _user_scaled_sign() -> Compressor:
     leaf = single_round(law=Law.GATHER, bits=lambda shape, dtype: 32 * math.prod(shape) + 32,
                         compress=compress, decompress=None, aggregate=aggregate)
     return Compressor(f"{SCALED_SIGN}()", fixed(leaf))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def user_compressors():
+    """Registered for this module's tests only: other tests enumerate the registry."""
+    register(HALF)(_user_half)
+    register(SCALED_SIGN)(_user_scaled_sign)
+    yield
+    unregister(HALF)
+    unregister(SCALED_SIGN)
 
 
 def test_user_compressor_is_priced_from_its_program():

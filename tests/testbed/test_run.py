@@ -15,8 +15,11 @@ def _mindspore():
         import mindspore  # noqa: F401
     except ImportError:
         return False
-    import shutil
-    return shutil.which("msrun") is not None
+    from kfsim.launch.launcher import LaunchError, msrun_path
+    try:
+        return bool(msrun_path())
+    except LaunchError:
+        return False
 
 
 @pytest.mark.skipif(not _mindspore(), reason="mindspore / msrun not installed")
