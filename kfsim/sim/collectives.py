@@ -235,14 +235,8 @@ def node_aware_parameter_server(g, m, n, alpha1, beta1, alpha2, beta2, servers=N
     bytes leave its node (c per NIC), every server takes p·n/s:
     2α + 2·max(c, p/s)·nβ₂ (one node, m = 1: c = 1 and β = β₁ as before)."""
     g, m, n, a1, b1, a2, b2, gm = _f(g, m, n, alpha1, beta1, alpha2, beta2, gamma)
-    c = nic_share(g, nics)
-    g = np.maximum(g, 1.0)
-    p = g * m if p is None else np.asarray(p, dtype=np.float64)
-    multi = m > 1
-    a = np.where(multi, np.maximum(a1, a2), a1)
+    p, a, c, multi, f, per = _ps_terms(g, m, a1, b1, a2, b2, nics, p)
     if servers is None:
-        f = (p - 1) / p
-        per = np.maximum(f * b1, np.where(multi, c * (m - 1) / np.maximum(m, 1) * b2, 0.0))
         return _one(p, 2 * a + 2 * n * per + f * n * gm)
     b = np.where(multi, np.maximum(b1, b2), b1)
     (s,) = _f(servers)
@@ -251,19 +245,26 @@ def node_aware_parameter_server(g, m, n, alpha1, beta1, alpha2, beta2, servers=N
     return 2 * a + 2 * load * n * b + p / s * n * gm
 
 
-def node_aware_parameter_server_gather(g, m, msg, alpha1, beta1, alpha2, beta2, servers=None, nics=1, p=None):
-    """Gather-law exchange through servers on a two-level cluster (push msg,
-    pull p·msg). Co-located: 2α + (1 + p)·msg·max((p−1)/p·β₁, c·(m−1)/m·β₂);
-    dedicated s servers: 2α + max(c·msg, p·msg/s)β + max(c·p·msg, p²·msg/s)β."""
-    g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+def _ps_terms(g, m, a1, b1, a2, b2, nics, p):
+    """What both parameter-server forms share: (p, α of the slowest hop, c workers per NIC,
+    multi-node mask, (p−1)/p, per-byte time of the co-located busiest link)."""
     c = nic_share(g, nics)
     g = np.maximum(g, 1.0)
     p = g * m if p is None else np.asarray(p, dtype=np.float64)
     multi = m > 1
     a = np.where(multi, np.maximum(a1, a2), a1)
+    f = (p - 1) / p
+    per = np.maximum(f * b1, np.where(multi, c * (m - 1) / np.maximum(m, 1) * b2, 0.0))
+    return p, a, c, multi, f, per
+
+
+def node_aware_parameter_server_gather(g, m, msg, alpha1, beta1, alpha2, beta2, servers=None, nics=1, p=None):
+    """Gather-law exchange through servers on a two-level cluster (push msg,
+    pull p·msg). Co-located: 2α + (1 + p)·msg·max((p−1)/p·β₁, c·(m−1)/m·β₂);
+    dedicated s servers: 2α + max(c·msg, p·msg/s)β + max(c·p·msg, p²·msg/s)β."""
+    g, m, x, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+    p, a, c, multi, f, per = _ps_terms(g, m, a1, b1, a2, b2, nics, p)
     if servers is None:
-        f = (p - 1) / p
-        per = np.maximum(f * b1, np.where(multi, c * (m - 1) / np.maximum(m, 1) * b2, 0.0))
         return _one(p, 2 * a + (1 + p) * x * per)
     b = np.where(multi, np.maximum(b1, b2), b1)
     (s,) = _f(servers)
