@@ -13,17 +13,20 @@ order on Fashion-MNIST. Three targets, printed side by side at the end:
 The lower bound is the work any EF compressor's step contains: the n
 per-worker gradients (the cheaper of grad_mode loop/vmap) and EF's sums
 p_r = g_r + e_r, with no selection, exchange or update. It is timed in the
-same process, interleaved with the measured runs, and the minimum of
-``--repeats`` repeats is kept (a lone timing under load once put the superset
-below its subset). Everything is timed after compilation (compile time is
-printed apart). The 200k-entry top-k runs on the host (Numba) through a
-``jax.pure_callback``.
+same process, interleaved with the measured runs, and every side (the
+plain loop, the simulations, the bound) keeps the minimum of ``--repeats``
+repeats (a lone timing under load once put the superset below its subset).
+A per-phase breakdown follows each bound: its parts, the top-k selection of
+every p_r, and what the whole step adds past them. Everything is timed after
+compilation (compile time is printed apart). The 200k-entry top-k runs on the
+host as an XLA custom call (``backends.jax.host_topk``, Numba).
 
     python benchmarks/bench_train.py [--workers 16] [--wide 64] [--batch 128] [--epochs 1] [--quick]
 """
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 
@@ -68,15 +71,24 @@ def single_process(task, batch: int, lr: float, seed: int):
     return timed, compile_s
 
 
-def floor_parts(task, workers: int, batch: int, seed: int, modes=("loop", "vmap")):
+GRADS, SUMS, SELECT = "per-worker gradients only", "+ EF sums g_r + e_r", "+ top-k of each p_r (breakdown)"
+
+
+def floor_parts(task, workers: int, batch: int, seed: int, modes=("loop", "vmap"), ratio: float | None = None):
     """A timer ``(steps) -> {part: wall s}`` of the epoch's work no EF
     compressor can avoid: the n per-worker gradients alone, then those plus
     EF's sums p_r = g_r + e_r (each the faster of the grad modes given), and
-    its compile s. No selection, exchange or update: a lower bound."""
+    its compile s. No selection, exchange or update: a lower bound. With a
+    top-k ``ratio`` also a third part for the per-phase breakdown (not part
+    of the bound): those plus ``ops.top_k_abs`` of every p_r leaf."""
     import jax
     import jax.numpy as jnp
 
+    import backends
+    from compressors.topk import keep_count
     from kfsim.train import loop, models, step
+
+    ops = backends.get("jax")
 
     X, Y = jnp.asarray(task.x_train), jnp.asarray(task.y_train)
     batches = loop.Batches(len(task.x_train), batch, seed)
@@ -91,7 +103,12 @@ def floor_parts(task, workers: int, batch: int, seed: int, modes=("loop", "vmap"
         def ef_sums(p, e, idx, grads=grads):
             return [jax.tree_util.tree_map(jnp.add, g, r) for g, r in zip(grads(p, e, idx), e)]
 
-        for name, fn in (("per-worker gradients only", grads), ("+ EF sums g_r + e_r", ef_sums)):
+        def selected(p, e, idx, ef_sums=ef_sums):
+            return [[ops.top_k_abs(jnp.reshape(a, (-1,)), keep_count(ratio, a.size)) for a in q.values()]
+                    for q in ef_sums(p, e, idx)]
+
+        parts = ((GRADS, grads), (SUMS, ef_sums)) + (((SELECT, selected),) if ratio else ())
+        for name, fn in parts:
             f = jax.jit(fn)
             jax.block_until_ready(f(p, e, batches.indices(0)))
             fns.setdefault(name, []).append(f)
@@ -115,7 +132,8 @@ def floor_parts(task, workers: int, batch: int, seed: int, modes=("loop", "vmap"
 
 
 def simulated(task, strategy: dict, workers: int, batch: int, steps: int, spec: str, lr: float, seed: int):
-    """(compile s, wall s, final train loss) of the N-worker simulation."""
+    """(compile s, timer ``() -> (wall s, final train loss)``) of the N-worker
+    simulation: each call times one fresh ``Trainer.run`` of ``steps``."""
     import jax
 
     from kfsim.train import loop
@@ -126,18 +144,22 @@ def simulated(task, strategy: dict, workers: int, batch: int, steps: int, spec: 
     t0 = time.perf_counter()  # compiles the step and the evaluation (both cached across Trainers)
     jax.block_until_ready(loop.Trainer(cfg.replace(steps=1, eval_every=1), task).run().state.params)
     compile_s = time.perf_counter() - t0
-    trainer = loop.Trainer(cfg, task)
-    t0 = time.perf_counter()
-    res = trainer.run()
-    jax.block_until_ready(res.state.params)
-    return compile_s, time.perf_counter() - t0, res.steps[-1].loss
+
+    def timed():
+        trainer = loop.Trainer(cfg, task)
+        t0 = time.perf_counter()
+        res = trainer.run()
+        jax.block_until_ready(res.state.params)
+        return time.perf_counter() - t0, res.steps[-1].loss
+
+    return compile_s, timed
 
 
 class Floor:
     """Interleaved lower-bound timings at one worker count: min over repeats."""
 
-    def __init__(self, task, workers, batch, seed, steps, modes):
-        self.timer, self.compile_s = floor_parts(task, workers, batch, seed, modes)
+    def __init__(self, task, workers, batch, seed, steps, modes, ratio=None):
+        self.timer, self.compile_s = floor_parts(task, workers, batch, seed, modes, ratio)
         self.steps, self.best = steps, {}
 
     def sample(self):
@@ -146,7 +168,20 @@ class Floor:
 
     @property
     def bound(self) -> float:
-        return max(self.best.values())  # the superset (gradients + EF sums); never below its subset
+        return max(self.best[GRADS], self.best[SUMS])  # the superset; never below its subset
+
+
+def breakdown(floor: Floor, wall: float, steps: int, base: float | None = None) -> None:
+    """The lower bound's parts, cumulative, then what the measured step adds
+    past them (selection's exchange, decode, residual and update)."""
+    last = 0.0
+    for name, t in floor.best.items():
+        extra = "" if base is None else f"  {t / base:6.2f}x plain"
+        print(f"  {name:34s} wall {t:7.2f} s  ({t / steps * 1e3:7.2f} ms/step; +{(t - last) / steps * 1e3:7.2f})"
+              f"{extra}")
+        last = t
+    print(f"  {'measured step (whole run)':34s} wall {wall:7.2f} s  ({wall / steps * 1e3:7.2f} ms/step; "
+          f"+{(wall - last) / steps * 1e3:7.2f})")
 
 
 def line(name, c, wall, steps, loss, ratio, against):
@@ -190,47 +225,49 @@ def main() -> None:
           f"({base / steps * 1e3:7.2f} ms/step)  loss {l0:.4f}")
 
     # (a) one worker, identity compressor, vs the plain loop: min of interleaved repeats of both
-    c1, w1, loss1 = simulated(task, STRATEGIES[ONE_WORKER], 1, args.batch, steps, "none()", args.lr, args.seed)
+    c1, one = simulated(task, STRATEGIES[ONE_WORKER], 1, args.batch, steps, "none()", args.lr, args.seed)
+    w1, loss1 = one()
     for _ in range(max(1, args.repeats) - 1):
         base = min(base, plain(steps)[0])
-        w1 = min(w1, simulated(task, STRATEGIES[ONE_WORKER], 1, args.batch, steps, "none()", args.lr,
-                               args.seed)[1])
+        w1 = min(w1, one()[0])
     base = min(base, plain(steps)[0])
     ratio_a = w1 / base
     line(f"1 worker none() {ONE_WORKER}", c1, w1, steps, loss1, ratio_a, "plain")
 
-    # (b) --workers with the spec, vs the lower bound there (interleaved repeats)
+    # (b) --workers with the spec, vs the lower bound there: every side the min of interleaved repeats
+    m = re.search(r"topk\(ratio=([0-9.eE+-]+)\)", args.spec)
+    ratio = float(m.group(1)) if m else None
     floor = Floor(task, args.workers, args.batch, args.seed, steps,
-                  ("vmap",) if args.quick else ("loop", "vmap"))
-    floor.sample()
-    rows = []
-    for name in args.strategy or list(STRATEGIES):
-        c, wall, loss = simulated(task, STRATEGIES[name], args.workers, args.batch, steps, args.spec, args.lr,
-                                  args.seed)
+                  ("vmap",) if args.quick else ("loop", "vmap"), ratio)
+    runs = {name: simulated(task, STRATEGIES[name], args.workers, args.batch, steps, args.spec, args.lr,
+                            args.seed) for name in args.strategy or list(STRATEGIES)}
+    best: dict = {}
+    for _ in range(max(1, args.repeats)):
         floor.sample()
-        rows.append((wall, name, c, loss))
-    for _ in range(args.repeats - 1 - len(rows) + 1):
-        floor.sample()
+        for name, (c, timed) in runs.items():
+            wall, loss = timed()
+            best[name] = min(best.get(name, (wall, loss)), (wall, loss))
+    rows = [(best[name][0], name, c, best[name][1]) for name, (c, _) in runs.items()]
     for wall, name, c, loss in rows:
         line(f"{args.workers} workers {name}", c, wall, steps, loss, wall / floor.bound, "lower bound")
     best_b = min(rows)
-    print(f"lower bound at {args.workers} workers (min of {max(args.repeats, len(rows) + 1)} interleaved "
-          f"repeats; compile {floor.compile_s:.2f} s):")
-    for name, wall in floor.best.items():
-        print(f"  {name:32s} wall {wall:7.2f} s  ({wall / steps * 1e3:7.2f} ms/step)  {wall / base:6.2f}x plain")
+    print(f"lower bound at {args.workers} workers and per-phase breakdown (min of {max(1, args.repeats)} "
+          f"interleaved repeats; compile {floor.compile_s:.2f} s):")
+    breakdown(floor, best_b[0], steps, base)
 
     # (c) --wide workers, vmap/vmap, vs the lower bound there
-    wide = Floor(task, args.wide, args.batch, args.seed, wide_steps, ("vmap",))
-    wide.sample()
-    cw, ww, lossw = simulated(task, STRATEGIES[WIDE], args.wide, args.batch, wide_steps, args.spec, args.lr,
-                              args.seed)
-    for _ in range(max(1, args.repeats - 1)):
+    wide = Floor(task, args.wide, args.batch, args.seed, wide_steps, ("vmap",), ratio)
+    cw, timed = simulated(task, STRATEGIES[WIDE], args.wide, args.batch, wide_steps, args.spec, args.lr,
+                          args.seed)
+    ww = lossw = None
+    for _ in range(max(1, args.repeats)):
         wide.sample()
+        wall, loss = timed()
+        ww, lossw = min((ww, lossw), (wall, loss)) if ww is not None else (wall, loss)
     line(f"{args.wide} workers {WIDE}", cw, ww, wide_steps, lossw, ww / wide.bound, "lower bound")
-    print(f"lower bound at {args.wide} workers (min of {1 + max(1, args.repeats - 1)} interleaved repeats; "
-          f"compile {wide.compile_s:.2f} s):")
-    for name, wall in wide.best.items():
-        print(f"  {name:32s} wall {wall:7.2f} s  ({wall / wide_steps * 1e3:7.2f} ms/step)")
+    print(f"lower bound at {args.wide} workers and per-phase breakdown (min of {max(1, args.repeats)} "
+          f"interleaved repeats; compile {wide.compile_s:.2f} s):")
+    breakdown(wide, ww, wide_steps)
 
     print("targets (measured in this run):")
     print(f"  (a) 1 worker none() / plain JAX:                 {ratio_a:6.2f}x  (target <= 1.2x)")

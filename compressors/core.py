@@ -8,6 +8,9 @@ or more communication rounds. Round ``r`` has an aggregation law:
 * ``Law.GATHER``: payloads must travel whole (all-gather or parameter
   server). The received value stacks every worker's payload on a new
   leading axis of size n.
+* ``Law.MAX``: the received value is the elementwise maximum of all
+  workers' payloads (an all-reduce with MAX; shared scales of summable
+  quantization).
 
 A worker runs, for r = 0 .. R-1, ``encode(..., received[:r], r)`` and hands
 the payload to a communicator; when all rounds are received, ``decode``
@@ -43,6 +46,7 @@ class Law(str, enum.Enum):
 
     SUM = "sum"
     GATHER = "gather"
+    MAX = "max"
 
 
 class Round(NamedTuple):
@@ -50,26 +54,36 @@ class Round(NamedTuple):
 
     law: Law
     bits: int  # exact bits this worker puts on the wire in this round
+    max_workers: int = 0  # the sum is exact for at most this many workers (integer headroom); 0: any
 
 
 class Keys(NamedTuple):
-    """Randomness for one step: ``worker`` differs between workers (stochastic
-    rounding), ``shared`` is the same on every worker (random-k indices)."""
+    """Randomness for one step: ``worker`` differs between workers and steps
+    (stochastic rounding), ``shared`` is the same on every worker and new
+    every step (random-k indices), ``fixed`` is the same on every worker *and
+    every step* of a run (hash functions of a sketch that is accumulated
+    across steps). The runner folds each leaf's index into all three."""
 
     worker: Key
     shared: Key
+    fixed: Key
+
+
+FIXED_DATUM = 0xFFFFFFFF  # fixed = fold_in(key(seed), FIXED_DATUM); no step is 2**32 - 1
 
 
 def make_keys(ops: Ops, seed: int, step: int, rank: int = 0) -> Keys:
     """The keys every driver uses: shared = fold_in(key(seed), step),
-    worker = fold_in(shared, rank + 1)."""
-    shared = ops.fold_in(ops.key(seed), step)
-    return Keys(ops.fold_in(shared, rank + 1), shared)
+    worker = fold_in(shared, rank + 1), fixed = fold_in(key(seed), 2**32 - 1)
+    (the step is not in it)."""
+    root = ops.key(seed)
+    shared = ops.fold_in(root, step)
+    return Keys(ops.fold_in(shared, rank + 1), shared, ops.fold_in(root, FIXED_DATUM))
 
 
 def fold_keys(ops: Ops, keys: Keys, data: int) -> Keys:
     """Derive independent keys for a sub-part (leaf, block, round)."""
-    return Keys(ops.fold_in(keys.worker, data), ops.fold_in(keys.shared, data))
+    return Keys(*(ops.fold_in(k, data) for k in keys))
 
 
 class Leaf(NamedTuple):
@@ -120,7 +134,7 @@ class Compressor(NamedTuple):
     def plan(self, shape: Sequence[int], dtype: Any = np.float32) -> tuple[Round, ...]:
         """Rounds (law, exact wire bits) this compressor uses on one tensor."""
         shape = tuple(int(s) for s in shape)
-        return tuple(self.for_leaf(shape, np.dtype(dtype)).plan(shape, np.dtype(dtype)))
+        return tuple(self.leaf(shape, dtype).plan(shape, np.dtype(dtype)))
 
     def wire_bits(self, shape: Sequence[int], dtype: Any = np.float32) -> int:
         """Total bits one worker sends for one tensor, all rounds together."""
@@ -143,11 +157,18 @@ class Compressor(NamedTuple):
         """A hashable that changes exactly when ``step(step)`` changes."""
         return self.phase(step) if self.phase is not None else 0
 
+    def leaf(self, shape: Sequence[int], dtype: Any = np.float32) -> Leaf:
+        """``for_leaf(shape, dtype)``, but :data:`EMPTY` for a tensor with no
+        elements (``for_leaf`` still runs: what it rejects stays rejected)."""
+        shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        leaf = self.for_leaf(shape, dtype)
+        return EMPTY if math.prod(shape) == 0 else leaf
+
     # -- whole pytrees -----------------------------------------------------------
     def leaves(self, tree: Any) -> tuple[list, Any, list[Leaf]]:
         """(flattened leaves, treedef, the Leaf protocol of each)."""
         flat, treedef = _flatten(tree)
-        return flat, treedef, [self.for_leaf(tuple(x.shape), np.dtype(x.dtype)) for x in flat]
+        return flat, treedef, [self.leaf(tuple(x.shape), x.dtype) for x in flat]
 
     def tree_plan(self, tree: Any) -> list[tuple[Round, ...]]:
         """Per leaf (flattened order), its rounds."""
@@ -163,14 +184,14 @@ class Compressor(NamedTuple):
         per bucket, round and law — what every driver, the simulator and the
         run records read their bytes from."""
         flat, _ = _flatten(tree)
-        plans = tuple(self.for_leaf(tuple(int(d) for d in x.shape), np.dtype(x.dtype))
+        plans = tuple(self.leaf(tuple(int(d) for d in x.shape), x.dtype)
                       .plan(tuple(int(d) for d in x.shape), np.dtype(x.dtype)) for x in flat)
         dense = [math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in flat]
         buckets = bucket_members(assign_buckets(dense, bucket_bytes)) if flat else ()
         calls = []
         for r in range(max((len(p) for p in plans), default=0)):
             for b, members in enumerate(buckets):
-                for law in (Law.SUM, Law.GATHER):
+                for law in Law:
                     ids = tuple(i for i in members if r < len(plans[i]) and plans[i][r].law is law)
                     if ids:
                         calls.append(Collective(b, r, law, ids, sum(plans[i][r].bits for i in ids)))
@@ -210,6 +231,12 @@ class ExchangePlan(NamedTuple):
     @property
     def n_rounds(self) -> int:
         return max((len(p) for p in self.leaf_rounds), default=0)
+
+    def check_workers(self, n: int) -> None:
+        """The ValueError for n workers beyond a round's integer headroom (``Round.max_workers``)."""
+        cap = min((r.max_workers for p in self.leaf_rounds for r in p if r.max_workers), default=0)
+        check(not cap or n <= cap, f"this compressor's integer sums have headroom for at most {cap} "
+                                   f"workers, the exchange has {n} (raise its workers= parameter)")
 
     @property
     def payload_bits(self) -> int:
@@ -277,6 +304,7 @@ def single_round(
     decompress: Callable[..., Array],
     init: Callable[..., State] | None = None,
     aggregate: Callable[..., Array] | None = None,
+    stateful: bool = False,
 ) -> Leaf:
     """Build a one-round :class:`Leaf` from the familiar pair.
 
@@ -285,6 +313,11 @@ def single_round(
     aggregate(ops, received, x, n) -> mean estimate; defaults to
     ``decompress(sum)/n`` for SUM and the mean of the decompressed payloads
     for GATHER.
+
+    ``stateful=True`` gives the decoding side the state ``compress``
+    returned: ``decompress(ops, payload, x, state) -> x_hat`` and
+    ``aggregate(ops, received, x, n, state) -> (mean estimate, new state)``
+    (indices kept for decoding, an accumulator that decode updates).
     """
 
     def _init(ops, x):
@@ -293,23 +326,37 @@ def single_round(
     def encode(ops, x, state, keys, received, r):
         return compress(ops, x, state, keys)
 
+    def unpack(ops, payload, x, state):
+        return decompress(ops, payload, x, state) if stateful else decompress(ops, payload, x)
+
     def local(ops, x, state, own, received):
-        return decompress(ops, own[0], x)
+        return unpack(ops, own[0], x, state)
 
     def decode(ops, x, state, own, received, n):
         if aggregate is not None:
+            if stateful:
+                return aggregate(ops, received[0], x, n, state)
             return aggregate(ops, received[0], x, n), state
         if law is Law.SUM:
-            return mean_of(ops, decompress(ops, received[0], x), n), state
-        total = decompress(ops, tree_index(received[0], 0), x)
+            return mean_of(ops, unpack(ops, received[0], x, state), n), state
+        total = unpack(ops, tree_index(received[0], 0), x, state)
         for i in range(1, n):
-            total = total + decompress(ops, tree_index(received[0], i), x)
+            total = total + unpack(ops, tree_index(received[0], i), x, state)
         return mean_of(ops, total, n), state
 
     def plan(shape, dtype):
         return (Round(law, int(bits(shape, dtype))),)
 
     return Leaf(_init, encode, local, decode, plan)
+
+
+_nothing = lambda ops, x, *rest: ops.zeros(tuple(x.shape), x.dtype)  # noqa: E731
+EMPTY = Leaf(lambda ops, x: (), lambda ops, x, s, keys, received, r: ((), s), _nothing,
+             lambda ops, x, s, own, received, n: (_nothing(ops, x), s), lambda shape, dtype: (), _nothing)
+"""Every compressor's protocol on a tensor with no elements: no rounds, no
+wire bits, no state, an empty mean of its shape and dtype — one definition,
+so NumPy, JAX and the MindSpore lowering (whose kernels fail on zero-size
+operands) agree, and no codec op ever sees an empty array."""
 
 
 def mean_of(ops: Ops, total: Array, n: int) -> Array:

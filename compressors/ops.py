@@ -18,6 +18,25 @@ Array protocol (usable directly on arrays):
     ``where`` also take a Python scalar or a 0-d array for an array
     argument (broadcast, in the other argument's dtype).
 
+Integer arithmetic (int32 and uint32 arrays, same rules for an array and
+a Python int):
+    ``//`` and ``%`` are floor division and its remainder, as in Python:
+    ``-7 // 2 == -4`` and ``-7 % 2 == 1`` (a nonzero remainder has the
+    divisor's sign; ``x == (x // m) * m + x % m``). A zero divisor is
+    undefined. ``+ - *`` and unary ``-`` on uint32 wrap around modulo
+    2**32 (``0 - 1 == 2**32 - 1``), which is what multiply-xorshift hashes
+    need; int32 overflow is outside the contract. A Python int operand must
+    fit int32 (JAX rejects a larger one even next to a uint32 array): write
+    a constant such as 0x85EBCA6B as ``ops.asarray(np.uint32(0x85EBCA6B))``.
+    Float ``//`` and ``%`` are not in the protocol (use :meth:`Ops.floor`).
+
+Not in the namespace, but built from it (``compressors/kit.py``): sorting
+and order statistics (``top_k`` of all n entries is a sort), the elementwise
+median of a few arrays (a min/max sorting network) and a 32-bit integer
+hash. ``docs/next_compressor.md`` shows how to use them, the three kinds of
+keys (per worker, shared per step, fixed for the whole run) and state in
+single-round compressors.
+
 Bit-exactness across backends holds for this protocol with two caveats a
 compressor author must respect: never divide by a non-constant *broadcast*
 scale when exact agreement matters (XLA turns ``x / c`` into ``x * (1/c)``;

@@ -70,6 +70,25 @@ class Program:
     def reference_fn(self, op: str, attrs: dict):
         return reference_fn(op, attrs, self.reference)
 
+    @property
+    def x64(self) -> bool:
+        """Whether the program computes with 64-bit types: exactly when one of
+        its inputs is float64 (the ops namespace computes float64 in float64),
+        whatever JAX's global ``jax_enable_x64`` says."""
+        seen, flag = getattr(self, "_x64_seen", (-1, False))
+        if seen != len(self.inputs):  # rescanned only when inputs were added
+            flag = any(v.dtype == np.float64 for v in self.inputs)
+            self._x64_seen = (len(self.inputs), flag)
+        return flag
+
+    def x64_scope(self):
+        """JAX's x64 flag set to :attr:`x64` for the duration (every shape,
+        dtype and constant of the program is taken under it, so a traced
+        program depends on its compressor and inputs only)."""
+        import jax
+
+        return jax.enable_x64(self.x64)
+
     def bind(self, op: str, args: tuple, attrs: dict, origin=None, const=None):
         import jax
 
@@ -83,7 +102,9 @@ class Program:
         for a in args:
             if isinstance(a, Var) and a.prog is not self:
                 raise LoweringError(f"{self.who}: a traced array from another program was used in {op}")
+        x64 = self.x64
         key = _shape_key(op, args, attrs, self.reference)
+        key = key + (x64,) if key is not None else None
         found = _SHAPES.get(key) if key is not None else None
         if found is None:
             arr_pos = [i for i, a in enumerate(args) if has_var(a)]
@@ -97,7 +118,8 @@ class Program:
                 return fn(*full)
 
             try:
-                out = jax.eval_shape(call, *specs)
+                with jax.enable_x64(x64):
+                    out = jax.eval_shape(call, *specs)
             except LoweringError:
                 raise
             except Exception as exc:  # a shape/dtype error in the compressor itself

@@ -11,6 +11,7 @@ one step of a pytree of gradients:
         every bucket b, law L:  received[r][leaves of b with law L in round r]
                                    = comm.sum(payloads)     (L = SUM)
                                    = comm.gather(payloads)  (L = GATHER)
+                                   = comm.max(payloads)     (L = MAX)
     every local worker:  mean, state = decode(x, state, own payloads, received, n)
 
 Buckets are the compressor's :meth:`~compressors.core.Compressor.exchange_plan`
@@ -29,7 +30,9 @@ A communicator's ``sum``/``gather`` take a list of payload arrays in the
 workers' form (LOOP: per array, the list of the local workers' arrays; VMAP:
 per array, the stacked array) and return, per array, what every worker
 receives: the rank-order sum ((p_0 + p_1) + p_2 ...) for SUM, the payloads
-stacked on a new leading worker axis for GATHER. :class:`Loopback` and
+stacked on a new leading worker axis for GATHER, the elementwise maximum for
+MAX (a communicator without ``max`` serves a MAX round as a gather and a
+maximum over the worker axis). :class:`Loopback` and
 :class:`StackedLoopback` compute that in process.
 """
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Communicator(Protocol):
     def sum(self, ops: Ops, arrays: list) -> list: ...
 
     def gather(self, ops: Ops, arrays: list) -> list: ...
+
+    # optional: def max(self, ops: Ops, arrays: list) -> list  (elementwise maximum)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +162,15 @@ def rank_order_sum(values: Sequence) -> Any:
     return total
 
 
+def gather_max(ops: Ops, comm: "Communicator", arrays: list) -> list:
+    """A MAX round through ``comm.max``, or as a gather and a maximum over the
+    worker axis where the communicator has no ``max`` (the maximum is exact
+    in any order)."""
+    if hasattr(comm, "max"):
+        return comm.max(ops, arrays)
+    return [ops.max(g, axis=0) if g.size else g[0] for g in comm.gather(ops, arrays)]
+
+
 class Loopback:
     """All n workers in this process, held as lists (the reference semantics)."""
 
@@ -171,6 +185,16 @@ class Loopback:
             return [ops.reshape(a[0], (1,) + tuple(a[0].shape)) for a in arrays]
         return [ops.stack(a) for a in arrays]
 
+    def max(self, ops: Ops, arrays: list) -> list:
+        return [_rank_order_max(ops, a) for a in arrays]
+
+
+def _rank_order_max(ops: Ops, values: Sequence) -> Any:
+    total = values[0]
+    for v in values[1:]:
+        total = ops.maximum(total, v)
+    return total
+
 
 class StackedLoopback:
     """All n workers in this process, stacked on a leading axis (under vmap)."""
@@ -183,6 +207,9 @@ class StackedLoopback:
 
     def gather(self, ops: Ops, arrays: list) -> list:
         return list(arrays)  # already what an all-gather delivers
+
+    def max(self, ops: Ops, arrays: list) -> list:
+        return [_rank_order_max(ops, [a[w] for w in range(a.shape[0])]) for a in arrays]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +293,7 @@ def run(ops: Ops, comp: Compressor, grads: Any, states: Any, keys: Any, comm: Co
     flat, treedef, protos = comp.leaves(template)
     comm = workers.loopback(workers.count(grads)) if comm is None else comm
     n = comm.n
+    plan.check_workers(n)
     g_leaves = workers.split_states(grads, treedef)
     s_leaves = workers.split_states(states, treedef)
     rounds = [len(p) for p in plan.leaf_rounds]
@@ -300,7 +328,12 @@ def run(ops: Ops, comp: Compressor, grads: Any, states: Any, keys: Any, comm: Co
                 arrs, pdef = workers.flatten_payload(workers.column(pays, i))
                 index.append((i, pdef, len(arrays), len(arrs)))
                 arrays.extend(arrs)
-            got = comm.sum(ops, arrays) if call.law is Law.SUM else comm.gather(ops, arrays)
+            if call.law is Law.SUM:
+                got = comm.sum(ops, arrays)
+            elif call.law is Law.GATHER:
+                got = comm.gather(ops, arrays)
+            else:
+                got = gather_max(ops, comm, arrays)
             for i, pdef, start, count in index:
                 rec[i] = _unflatten(pdef, got[start:start + count])
         received.append(rec)

@@ -7,8 +7,10 @@ Per bucket v of B consecutive entries (B = 0: one bucket for the tensor):
 
 E[ξ_i] = s|v_i| / ||v||, so E[Q_s(v)] = v (unbiased); variance
 <= min(B/s^2, sqrt(B)/s) ||v||^2 (Lemma 3.1). Gather (per-worker norms).
-The norm is computed as m·sqrt(sum((v/m)^2)), m = max|v|, so it does not
-overflow for large finite entries, and floored at 2^-126 so s/||v|| stays
+The norm is computed as m·sqrt(sum((v/m)^2)), m = max|v|, so squaring
+never overflows: the norm is finite whenever it is representable (for
+float32 input, max|v|·sqrt(B) <= 3.4e38; beyond, it is inf and the bucket
+decodes to NaN, never silently finite), and floored at 2^-126 so s/||v|| stays
 finite (unbiasedness is kept; a zero bucket still sends zeros). The last
 bucket is zero-padded.
 

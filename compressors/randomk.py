@@ -12,7 +12,9 @@ only departure from exactly uniform. Because S is shared, payloads are
 summable: an all-reduce adds the x_S of all workers (Law.SUM).
 
 Wire format: values x.dtype[k] = x_S, unscaled (d/k is applied when
-decoding, so an fp16 payload does not overflow on the wire).
+decoding, so an fp16 payload does not overflow on the wire). Range: the
+decoded (d/k)·x_i saturates to ±inf where it exceeds the dtype's range
+(|x_i| > max · k/d, e.g. 6.8e37 in float32 at ratio 0.2); scale=False never does.
 
 Per-tensor state: RandomKState(indices), this step's S (int32[k]) kept from
 encode for decoding; it is rewritten every step.

@@ -18,6 +18,11 @@ m = beta*m + (1-beta)*g; it is ``momentum(signsgd(), beta, dampening=True)``,
 so its per-tensor state is ``MomentumState(inner=(), momentum=m)``. The other
 sign compressors are stateless (``()``).
 
+Range: the scales are means, summed over entries pre-scaled by 2^-k
+(2^k >= d, exact), so they stay finite for any finite input; they travel as
+float32, so a float64 tensor whose scale exceeds float32's range (3.4e38)
+sends inf and decodes to ±inf.
+
 Zero entries count as positive. NaN/inf input: signsgd's vote weight is NaN
 (see ``compressors.signs``) so the decoded tensor is NaN; the scaled variants carry the
 non-finite value in their scale, with the same outcome.
@@ -56,9 +61,19 @@ def _signsgd_leaf():
                         compress=compress, decompress=decompress, aggregate=vote)
 
 
+def _headroom(d: int) -> int:
+    """k with 2^k >= d: a sum of d entries, each scaled by 2^-k, cannot exceed
+    the largest |entry|, so the means below never overflow where the mean
+    itself is finite. Scaling by a power of two is exact, so the result has
+    the same bits as the plain sum / count (barring subnormal entries)."""
+    return max(d - 1, 0).bit_length()
+
+
 def _scaled_leaf(two_scales: bool):
     def compress(ops, x, state, keys):
         xf = ops.reshape(upcast(ops, x), (-1,))
+        k = _headroom(xf.size)
+        xs = xf * 2.0**-k if k else xf
         if two_scales:
             pos = xf >= 0
             zero = ops.zeros(xf.shape, xf.dtype)
@@ -66,12 +81,12 @@ def _scaled_leaf(two_scales: bool):
             nneg = ops.sum(ops.where(pos, zero, 1.0))
             # NaN entries fall on neither side; keep them visible in both scales
             bad = ops.sum(xf * 0.0)
-            sp = ops.sum(ops.where(pos, xf, zero)) / ops.maximum(npos, 1.0) + bad
-            sn = ops.sum(ops.where(pos, zero, -xf)) / ops.maximum(nneg, 1.0) + bad
+            sp = ops.sum(ops.where(pos, xs, zero)) / ops.maximum(npos, 1.0) * 2.0**k + bad
+            sn = ops.sum(ops.where(pos, zero, -xs)) / ops.maximum(nneg, 1.0) * 2.0**k + bad
             scales = ops.astype(ops.stack([sp, sn]), np.float32)
         else:
             d = max(xf.size, 1)
-            scales = ops.astype(ops.reshape(ops.sum_abs(xf) / float(d), (1,)), np.float32)
+            scales = ops.astype(ops.reshape(ops.sum_abs(xs) / float(d) * 2.0**k, (1,)), np.float32)
         return (pack_signs(ops, x), scales), state
 
     def decompress(ops, payload, x):

@@ -38,7 +38,7 @@ BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truedi
           "eq": operator.eq, "ne": operator.ne, "and": operator.and_, "or": operator.or_,
           "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift}
 UNARY = {"neg": operator.neg, "invert": operator.invert}
-COMM_OPS = ("comm_sum", "comm_gather")   # a lowering's traced collectives (attrs: n)
+COMM_OPS = ("comm_sum", "comm_gather", "comm_max")   # a lowering's traced collectives (attrs: n)
 
 
 class Var:
@@ -169,7 +169,7 @@ def reference_fn(op: str, attrs: dict, reference):
         return lambda x: x[attrs["index"]]
     if op == "asarray":
         return lambda: jnp.asarray(attrs["value"])
-    if op == "comm_sum":
+    if op in ("comm_sum", "comm_max"):
         return lambda x: x
     if op == "comm_gather":
         return lambda x: jnp.stack([x] * attrs["n"])

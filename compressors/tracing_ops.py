@@ -43,7 +43,8 @@ class TracingOps(Fused):
         if isinstance(x, Var):
             return x if dtype is None else self.astype(x, dtype)
         import jax.numpy as jnp
-        val = np.asarray(jnp.asarray(x, dtype=dtype))
+        with self._prog.x64_scope():
+            val = np.asarray(jnp.asarray(x, dtype=dtype))
         return self._prog.bind("asarray", (), {"value": val}, const=val)
 
     def zeros(self, shape, dtype):

@@ -29,6 +29,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kfsim.sim import plotstyle  # how kfsim's figures look (colours, log axes, units)
 from nbfigures import figures  # notebooks/nbfigures.py: OUT folder and save(fig, name)
 
 OUT, save = figures("01_prototype")
@@ -240,17 +241,16 @@ SWEEP = {
 }
 curves = {name: [measure(c, grads[-1:], draws=1) for c in comps] for name, comps in SWEEP.items()}
 
-fig, ax = plt.subplots(figsize=(7, 4.5))
-for name, rs in curves.items():
-    ax.plot([r["ratio"] for r in rs], [r["err"] for r in rs], marker="o", label=name,
-            lw=2.5 if name == "blockwise top-k" else 1.2)
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.set_xlabel("compression ratio (dense bits / wire bits)")
-ax.set_ylabel("relative error  ‖C(g) − g‖² / ‖g‖²")
-ax.set_title("MLP gradients on Fashion-MNIST: ratio vs error")
-ax.grid(True, which="both", alpha=0.3)
-ax.legend()
+fig, ax = plt.subplots(figsize=(plotstyle.NARROW, 3.6))
+for i, (name, rs) in enumerate(curves.items()):
+    ax.plot([r["ratio"] for r in rs], [100 * r["err"] for r in rs], label=name,
+            **plotstyle.series(i), lw=2.4 if name == "blockwise top-k" else 1.2)
+plotstyle.log_if_spans(ax, "x", [r["ratio"] for rs in curves.values() for r in rs])
+plotstyle.log_if_spans(ax, "y", [r["err"] for rs in curves.values() for r in rs])
+ax.set_xlabel("compression ratio, dense bits / wire bits [×]")
+ax.set_ylabel("relative error ‖C(g) − g‖² / ‖g‖² [%]")
+ax.set_title("MLP gradients on Fashion-MNIST: ratio against error")
+ax.legend(loc="lower right")
 save(fig, "ratio_vs_error.png")
 
 
@@ -289,14 +289,16 @@ gaps = {
     "top-k": transmitted_gap(tk, grads),
     "ef(top-k)": transmitted_gap(compressors.ef(tk), grads),
 }
-fig, ax = plt.subplots(figsize=(7, 4))
-for name, gap in gaps.items():
-    ax.plot(np.arange(1, len(gap) + 1), gap, marker=".", ls="-" if name.startswith("ef") else "--", label=name)
-ax.set_xlabel("steps")
-ax.set_ylabel("‖Σ sent − Σ true‖ / ‖Σ true‖")
+fig, ax = plt.subplots(figsize=(plotstyle.NARROW, 3.4))
+for name, gap in gaps.items():   # colour: the compressor; solid with error feedback, dashed without
+    ef = name.startswith("ef(")
+    ax.plot(np.arange(1, len(gap) + 1), 100 * gap, label=name, markersize=3.5,
+            color=plotstyle.COLORS[0 if "blockwise" in name else 1], marker="o" if ef else "s",
+            linestyle="-" if ef else "--", markerfacecolor="white" if not ef else None)
+ax.set_xlabel("training step")
+ax.set_ylabel("‖Σ sent − Σ true‖ / ‖Σ true‖ [%]")
 ax.set_title("error feedback: what is not sent now is sent later")
-ax.grid(True, alpha=0.3)
-ax.legend()
+ax.legend(loc="lower left")
 save(fig, "error_feedback.png")
 for name, gap in gaps.items():
     print(f"{name:22s} after {len(gap)} steps: {gap[-1]:.3f}")

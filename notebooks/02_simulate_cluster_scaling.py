@@ -25,6 +25,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kfsim.sim import plotstyle  # how kfsim's figures look (colours, log axes, units)
 from nbfigures import figures  # notebooks/nbfigures.py: OUT folder and save(fig, name)
 
 OUT, save = figures("02_simulate")
@@ -34,6 +35,7 @@ OUT, save = figures("02_simulate")
 import compressors
 from blockwise_topk import blockwise_topk  # notebook 1's compressor (registers "blockwise_topk")
 from kfsim import catalog
+from kfsim.sim import report
 from kfsim.sim.predict import predict_iteration, single_worker_time, sweep, wire_bytes
 
 BLOCKWISE = "ef(blockwise_topk(ratio=0.01, block=256))"
@@ -58,20 +60,24 @@ print(f"{'compressor':45s} {'total':>8s} {'compute':>8s} {'codec':>8s} {'exposed
 for spec, b in rows.items():
     print(f"{spec:45s} {b.total_s:8.3f} {b.compute_s:8.3f} {b.codec_s:8.4f} {b.exposed_comm_s:8.3f} {b.rounds:6d}")
 
-fig, ax = plt.subplots(figsize=(8, 3.8))
+fig, ax = plt.subplots(figsize=(plotstyle.WIDE, 2.9))
 labels = [s.replace("(ratio=0.01, block=256)", "(1%)") for s in SPECS]
 bottom = np.zeros(len(SPECS))
 totals = np.array([rows[s].total_s for s in SPECS])
-for part, color in (("compute_s", "tab:blue"), ("codec_s", "tab:orange"), ("exposed_comm_s", "tab:red")):
+for i, (part, hatch) in enumerate((("compute_s", None), ("codec_s", "///"), ("exposed_comm_s", None))):
     share = np.array([getattr(rows[s], part) for s in SPECS]) / totals * 100
-    ax.barh(labels, share, left=bottom, color=color, label=part.replace("_s", "").replace("_", " "))
+    ax.barh(labels, share, left=bottom, color=plotstyle.COLORS[i], hatch=hatch, edgecolor="white", lw=0.5,
+            label=part.replace("_s", "").replace("_", " "))
     bottom += share
 for i, t in enumerate(totals):
-    ax.text(101, i, f"{t:.2f} s", va="center", fontsize=8)
-ax.set_xlim(0, 112)
-ax.set_xlabel("share of the iteration (%); total time at the right")
-ax.set_title(f"{model}, 16 workers, seed cluster")
-ax.legend(loc="lower left", fontsize=8)
+    ax.text(101.5, i, f"{t:.2f} s", va="center", fontsize=8)
+ax.set_xlim(0, 113)
+ax.set_xticks(range(0, 101, 20))
+ax.spines["bottom"].set_bounds(0, 100)
+ax.grid(False)
+ax.set_xlabel("share of the time per iteration [%]  (time per iteration at the right)")
+ax.set_title(f"{model}, 16 workers, seed cluster: where an iteration's time goes")
+plotstyle.legend_below(fig)
 save(fig, "breakdown.png")
 assert rows[BLOCKWISE].total_s < rows["none()"].total_s
 
@@ -116,20 +122,10 @@ workers = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 t1 = single_worker_time(model, cluster)
 times = {spec: sweep(model, cluster, spec, workers) for spec in SPECS}
 
-fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-for spec in SPECS:
-    a1.plot(workers, times[spec], marker="o", label=spec)
-    a2.plot(workers, t1 / times[spec], marker="o", label=spec)
-for a in (a1, a2):
-    a.set_xscale("log", base=2)
-    a.set_xlabel("workers")
-    a.grid(True, alpha=0.3)
-a1.set_yscale("log")
-a1.set_ylabel("seconds per iteration")
-a2.set_ylabel("scaling efficiency T₁ / Tₚ")
-a1.legend(fontsize=7)
-fig.suptitle(f"{model} on the seed cluster (1 Gbit/s between nodes)")
-save(fig, "scaling_workers.png")
+scale_rows = [{"compressor": spec, "workers": w, "total_s": t, "scaling_efficiency": t1 / t}
+              for spec in SPECS for w, t in zip(workers, times[spec])]
+save(report.scale_figure(scale_rows, f"{model} on the seed cluster (1 Gbit/s between nodes)"),
+     "scaling_workers.png")   # the figure `kfsim scale` draws
 for spec in SPECS:
     print(f"{spec:45s} efficiency at 16: {t1 / times[spec][3]:6.1%}   at 1024: {t1 / times[spec][-1]:6.1%}")
 
@@ -145,17 +141,17 @@ for spec in SPECS:
 # %%
 gbps = np.array([0.1, 0.3, 1, 3, 10, 25, 100, 400])
 by_bw = {spec: sweep(model, cluster, spec, [64], bandwidths=gbps * 1e9 / 8)[:, 0] for spec in SPECS}
-fig, ax = plt.subplots(figsize=(7, 4))
-for spec in SPECS:
-    ax.plot(gbps, by_bw["none()"] / by_bw[spec], marker="o", label=spec)
-ax.axhline(1, color="k", lw=0.8)
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.set_xlabel("inter-node bandwidth (Gbit/s)")
-ax.set_ylabel("speedup over uncompressed")
+fig, ax = plt.subplots(figsize=(plotstyle.NARROW, 3.8))
+ax.axhline(1, color=plotstyle.REFERENCE, lw=0.8, label="none() (the baseline)")
+speedups = {spec: by_bw["none()"] / by_bw[spec] for spec in SPECS if spec != "none()"}
+for spec, sp in speedups.items():
+    ax.plot(gbps, sp, label=spec, **plotstyle.series(SPECS.index(spec)))
+plotstyle.log_if_spans(ax, "x", gbps)
+plotstyle.log_if_spans(ax, "y", np.concatenate([[1.0], *speedups.values()]))
+ax.set_xlabel("inter-node bandwidth [Gbit/s]")
+ax.set_ylabel("speedup over uncompressed [×]")
 ax.set_title(f"{model}, 64 workers")
-ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=7)
+plotstyle.legend_below(fig, ncols=2)
 save(fig, "scaling_bandwidth.png")
 
 # %% [markdown]
@@ -166,7 +162,6 @@ save(fig, "scaling_bandwidth.png")
 
 # %%
 from kfsim.cli.advise_cmd import advise_grid
-from kfsim.sim import report
 
 bws = [0.1, 0.5, 1, 5, 10, 25, 100, 400]
 ws = [2, 4, 8, 16, 64, 256, 1024]
@@ -210,20 +205,20 @@ for spec in ["none()", "powersgd(rank=2)", BLOCKWISE]:
           f"{s['bytes_per_worker'] / 1e6:7.1f} MB sent  time to {TARGET:.0%}: {tta}  (wall {s['wall_s']:.0f} s)")
 
 # %%
-fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+fig, (a1, a2) = plt.subplots(1, 2, figsize=(plotstyle.WIDE, 3.3), sharey=True)
 for spec, r in runs.items():
     ev = [s for s in r.steps if s.accuracy is not None]
-    a1.plot([s.step + 1 for s in ev], [s.accuracy for s in ev], marker="o", label=spec)
-    a2.plot([s.extra["sim_clock_s"] for s in ev], [s.accuracy for s in ev], marker="o", label=spec)
+    style = plotstyle.series(SPECS.index(spec) if spec in SPECS else len(SPECS))
+    a1.plot([s.step + 1 for s in ev], [100 * s.accuracy for s in ev], label=spec, **style)
+    a2.plot([s.extra["sim_clock_s"] for s in ev], [100 * s.accuracy for s in ev], **style)
 for a in (a1, a2):
-    a.axhline(TARGET, color="k", lw=0.8, ls=":")
-    a.set_ylabel("test accuracy")
-    a.grid(True, alpha=0.3)
-a1.set_xlabel("step")
-a2.set_xlabel("simulated seconds")
-a2.set_xscale("log")
-a1.legend(fontsize=7)
-fig.suptitle("Fashion-MNIST MLP, 4 workers on 1 Gbit/s: accuracy per step vs per second")
+    a.axhline(100 * TARGET, color=plotstyle.REFERENCE, lw=1, ls=":", label=f"target {TARGET:.0%}")
+a1.set_ylabel("test accuracy [%]")
+a1.set_xlabel("training step")
+a2.set_xlabel("simulated training time [s]")
+plotstyle.log_if_spans(a2, "x", [s.extra["sim_clock_s"] for r in runs.values() for s in r.steps])
+plotstyle.legend_below(fig)
+fig.suptitle("Fashion-MNIST MLP, 4 workers on 1 Gbit/s: accuracy per step and per simulated second")
 save(fig, "time_to_accuracy.png")
 assert all(r.summary["final_accuracy"] > 0.7 for r in runs.values())
 assert runs[BLOCKWISE].summary["sim_time_s"] < runs["none()"].summary["sim_time_s"]

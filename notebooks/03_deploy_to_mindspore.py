@@ -28,6 +28,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kfsim.sim import plotstyle  # how kfsim's figures look (colours, log axes, units)
 from nbfigures import figures  # notebooks/nbfigures.py: OUT folder and save(fig, name)
 
 OUT, save = figures("03_deploy")
@@ -186,20 +187,23 @@ print(f"predicted {pred.total_s * 1e3:.1f} ms per step  (compute {pred.compute_s
       f"exposed comm {pred.exposed_comm_s * 1e3:.2f})")
 print(f"measured  {measured_s * 1e3:.1f} ms per step  → measured / predicted = {measured_s / pred.total_s:.2f}")
 
-fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-a1.plot([s.step for s in measured.steps], measured.losses, marker="o", label="MindSpore, 2 × msrun workers")
-a1.plot([s.step for s in simulated.steps], simulated.losses, marker=".", ls="--", label="kfsim.train (JAX numerics)")
-a1.set_xlabel("step")
-a1.set_ylabel("training loss")
-a1.legend()
-a1.grid(True, alpha=0.3)
-a2.plot([s.step for s in measured.steps][1:], step_times[1:] * 1e3, marker="o", label="measured (MindSpore)")
-a2.axhline(pred.total_s * 1e3, color="tab:orange", ls="--", label="predicted (host profile)")
-a2.set_xlabel("step")
-a2.set_ylabel("ms per step")
+fig, (a1, a2) = plt.subplots(1, 2, figsize=(plotstyle.WIDE, 3.2))
+a1.plot([s.step for s in measured.steps], measured.losses, label="MindSpore, 2 × msrun workers",
+        **plotstyle.series(0))
+a1.plot([s.step for s in simulated.steps], simulated.losses, label="kfsim.train (JAX numerics)",
+        **{**plotstyle.series(1), "markersize": 3})
+a1.set_xlabel("training step")
+a1.set_ylabel("training loss (cross-entropy) [nats]")
+a1.set_title("loss, step by step")
+a1.legend(loc="upper right")
+a2.plot([s.step for s in measured.steps][1:], step_times[1:] * 1e3, label="measured (MindSpore)",
+        **plotstyle.series(0))
+a2.axhline(pred.total_s * 1e3, color=plotstyle.COLORS[1], ls="--", label="predicted (host profile)")
+a2.set_xlabel("training step")
+a2.set_ylabel("time per step [ms]")
 a2.set_ylim(bottom=0)
-a2.legend()
-a2.grid(True, alpha=0.3)
+a2.set_title("time per step (the first, compiling, left out)")
+a2.legend(loc="lower right")
 fig.suptitle(SPEC)
 save(fig, "mindspore_vs_simulation.png")
 

@@ -54,6 +54,9 @@ def files(tmp_path):
     (tmp_path / "existing.txt").write_text("keep me\n")
     (tmp_path / "bad.toml").write_text("[scale\nmodel = \n")
     (tmp_path / "cases.json").write_text("{not json")
+    (tmp_path / "unknown-key.toml").write_text('[advise]\nbandwith = "1Gbit/s"\n')
+    (tmp_path / "bad-value.toml").write_text("[scale]\nworkers = 0\n")
+    (tmp_path / "broken.py").write_text("1 / 0\n")
     return tmp_path
 
 
@@ -70,7 +73,9 @@ CASES = [
     (["scale", "--workers", "-4"], "scale.workers"),
     (["scale", "--model", "alexnet"], "alexnet"),
     (["scale", "-c", "nosuch()"], "nosuch"),
-    (["scale", "--inter-gbps", "0"], "--inter-gbps"),
+    (["scale", "--bandwidth", "0Gbit/s"], "--bandwidth"),
+    (["scale", "--bandwidth", "10"], "needs a unit"),
+    (["scale", "--bandwidth", "10Gbit"], "unknown bandwidth unit"),
     (["scale", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["scale", "--nics-per-node", "0"], "--nics-per-node"),
     (["scale", "--interference", "0.5"], "--interference"),
@@ -83,14 +88,17 @@ CASES = [
     (["scale", "--bucket-mb", "100000"], "bucket_mb"),
     (["scale", "--bogus"], "--bogus"),
     # advise
-    (["advise", "--out", "/proc/kfsim-x", "--bandwidths", "1", "--workers", "2"], "--out /proc/kfsim-x"),
+    (["advise", "--out", "/proc/kfsim-x", "--bandwidth", "1Gbit/s", "--workers", "2"], "--out /proc/kfsim-x"),
     (["advise", "--config", "{d}/adir"], "adir"),
-    (["advise", "--bandwidths", "1,x"], "--bandwidths"),
-    (["advise", "--bandwidths", "0"], "bandwidth"),
+    (["advise", "--bandwidth", "1Gbit/s,x"], "--bandwidth"),
+    (["advise", "--bandwidth", "0Mbit/s"], "bandwidth"),
     (["advise", "--workers", "2,-1"], "workers"),
     (["advise", "-c", "nosuch"], "nosuch"),
     (["advise", "--baseline", "nosuch"], "nosuch"),
-    (["advise", "--latency-us", "-1"], "--latency-us"),
+    (["advise", "--latency", "-1us"], "--latency"),
+    (["advise", "--latency", "50"], "needs a unit"),
+    (["advise", "--config", "{d}/unknown-key.toml"], "advise.bandwith"),
+    (["advise", "--config", "{d}/bad-value.toml"], "scale.workers"),
     # train (all rejected before a step runs)
     (["train", "--record", "/proc/kfsim-x", "--steps", "1"], "--record /proc/kfsim-x"),
     (["train", "--record", "{d}/adir", "--steps", "1"], "--record"),
@@ -102,13 +110,18 @@ CASES = [
     (["train", "--mode", "weird"], "weird"),
     (["train", "--grad-mode", "x"], "grad_mode"),
     (["train", "--cluster", "{d}/missing.toml"], "missing.toml"),
-    (["train", "--bandwidth", "-1"], "bandwidth"),
+    (["train", "--bandwidth", "-1Gbit/s"], "bandwidth"),
+    (["train", "--bandwidth", "1"], "needs a unit"),
+    (["train", "--config", "{d}/unknown-key.toml"], "advise.bandwith"),
+    (["train", "--config", "{d}/bad.toml"], "bad.toml"),
+    (["train", "--import", "{d}/missing.py"], "--import {d}/missing.py"),
+    (["train", "--import", "{d}/broken.py"], "ZeroDivisionError"),
     (["train", "--collective", "zz"], "zz"),
     (["train", "--lr", "abc"], "--lr"),
     # study
     (["study", "--out", "{d}/existing.txt", "-c", "none", "--steps", "1"], "not a directory"),
     (["study", "--out", "/proc/kfsim-x", "-c", "none", "--steps", "1"], "--out /proc/kfsim-x"),
-    (["study", "--bandwidth", "0", "-c", "none", "--steps", "1", "--out", "{d}/s"], "--bandwidth"),
+    (["study", "--bandwidth", "0Gbit/s", "-c", "none", "--steps", "1", "--out", "{d}/s"], "--bandwidth"),
     (["study", "-c", "nosuch", "--steps", "1", "--out", "{d}/s"], "nosuch"),
     (["study", "--steps", "0", "--out", "{d}/s"], "steps"),
     (["study", "--workers", "-3", "--out", "{d}/s"], "workers"),
@@ -120,19 +133,21 @@ CASES = [
     (["launch", "-c", "nosuch"], "nosuch"),
     (["launch", "--device", "TPU"], "TPU"),
     (["launch", "--rng", "nope"], "nope"),
-    (["launch", "--batch", "3", "--workers", "2"], "divisible"),
+    (["launch", "--global-batch", "3", "--workers", "2"], "divisible"),
+    (["launch", "--timeout", "1 fortnight"], "--timeout"),
     (["launch", "--resume", "5"], "--ckpt-dir"),
     (["launch", "--timeout", "0"], "--timeout"),
     # testbed / calibrate / validate (rejected before any namespace or root check)
     (["testbed", "--workers", "1000"], "--workers"),
     (["testbed", "--workers", "0"], "--workers"),
     (["testbed", "--layers", "abc"], "layers"),
-    (["testbed", "--rate", "-1"], "rate"),
+    (["testbed", "--bandwidth", "-1Mbit/s"], "--bandwidth"),
+    (["testbed", "--latency", "5"], "needs a unit"),
     (["testbed", "--steps", "0"], "--steps"),
-    (["calibrate", "--rates", "x"], "--rates"),
+    (["calibrate", "--bandwidth", "x"], "--bandwidth"),
     (["calibrate", "--workers", "1"], "--workers"),
     (["calibrate", "--sizes", "a,b"], "--sizes"),
-    (["calibrate", "--specs", "nosuch"], "nosuch"),
+    (["calibrate", "-c", "nosuch"], "nosuch"),
     (["calibrate", "--out", "{d}/existing.txt"], "not a directory"),
     (["validate", "--merge", "{d}/missing.json"], "missing.json"),
     (["validate", "--merge", "{d}/cases.json"], "cases.json"),
@@ -281,9 +296,9 @@ def test_train_divergence_is_reported(tmp_path):
     from kfsim.train import loop
 
     rec = tmp_path / "run.jsonl"
-    r = runner.invoke(cli.app, ["train", "--lr", "1e6", "--steps", "4", "--workers", "2", "--batch", "64",
+    r = runner.invoke(cli.app, ["train", "--lr", "1e6", "--steps", "4", "--workers", "2", "--global-batch", "64",
                                 "--limit-train", "512", "--limit-test", "128", "--eval-every", "4", "--json",
-                                "--record", str(rec)])
+                                "--record", str(rec), "--out", str(tmp_path / "out")])
     line = check_error(r, "diverged", code=3)
     assert "--lr 1e+06" in line
     summary = json.loads(lines(r.stdout)[-1])

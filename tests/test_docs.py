@@ -12,7 +12,8 @@ working directory:
   continuations joined; in ``console`` blocks only ``$`` lines are commands,
   the rest is output) and must exit 0;
 * ```` ```toml ```` / ```` ```yaml ```` blocks must be valid kfsim config files
-  (:func:`kfsim.catalog.config.validate`); ```` ```json ```` must parse;
+  (:func:`kfsim.catalog.config.validate`, their command sections
+  :func:`kfsim.cli.options.check_sections`); ```` ```json ```` must parse;
   ```` ```jsonl ```` must be a valid run record (:func:`kfsim.records.read`).
 
 An HTML comment on the line(s) just above a fence changes that one block:
@@ -130,12 +131,16 @@ def check_data_block(block: Block, cwd: Path, where: str) -> None:
     from kfsim import records
     from kfsim.catalog import config
 
+    from kfsim.cli.options import check_sections
+
     if block.lang == "toml":
         config.validate(tomllib.loads(block.code), where)
+        check_sections(tomllib.loads(block.code), where)  # the [<command>] sections against the flags
     elif block.lang in ("yaml", "yml"):
         import yaml
 
         config.validate(yaml.safe_load(block.code) or {}, where)
+        check_sections(yaml.safe_load(block.code) or {}, where)
     elif block.lang == "json":
         json.loads(block.code)
     elif block.lang == "jsonl":

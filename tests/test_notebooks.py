@@ -7,8 +7,8 @@ kernel (nbclient) running this interpreter, with its working directory in
 ``notebooks/`` and ``KFSIM_NB_OUT`` pointing at a temp folder; a failing cell
 fails the test with its source and error, every cell has a timeout and the
 whole notebook a time budget, and the figures it promises must exist as PNG
-files. The notebooks assert their own claims (contracts, speedups) in their
-cells. Open one in Jupyter with ``jupytext --to notebook NAME.py``; a generated
+files, each with its SVG beside it. The notebooks assert their own claims
+(contracts, speedups) in their cells. Open one in Jupyter with ``jupytext --to notebook NAME.py``; a generated
 ``.ipynb`` must not be committed beside its ``.py`` (it would drift).
 """
 from __future__ import annotations
@@ -239,3 +239,5 @@ def test_notebook_runs(name, tmp_path, monkeypatch, kernel_dir):
         out = tmp_path / sub / fig
         assert out.is_file() and out.stat().st_size > 1000, f"{name} did not write {out}"
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{out} is not a PNG"
+        svg = out.with_suffix(".svg")
+        assert svg.is_file() and "<svg" in svg.read_text()[:2000], f"{name} did not write {svg} beside {out.name}"

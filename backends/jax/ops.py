@@ -9,6 +9,7 @@ import numpy as np
 from jax import lax
 
 from compressors.ops import Fused
+from backends.jax import host_topk
 from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
 
@@ -29,115 +30,6 @@ def _host_top_k(x, k):
     from backends.numpy.topk import top_k_indices
 
     return _host_rows(top_k_indices, x, k)
-
-
-def _host_top_k_abs(x, k):
-    """NumPy's top_k_abs (the same indices as the reference composition) of
-    each row (last axis), on the host; all rows (a vmap over workers) in one
-    parallel kernel call (:func:`_rows_kernel`)."""
-    from backends.numpy.ops import OPS
-
-    x = np.asarray(x)
-    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
-    got = _top_k_abs_rows(rows, k) if x.dtype in (np.float32, np.float64) else None
-    if got is None:
-        return _host_rows(OPS.top_k_abs, x, k)
-    out, ok = got
-    for i in np.flatnonzero(~ok):
-        out[i] = OPS.top_k_abs(rows[i], k)
-    return out.reshape(x.shape[:-1] + (k,))
-
-
-@functools.lru_cache(maxsize=None)
-def _rows_kernel():
-    """The Numba kernel of :func:`_top_k_abs_rows` (compiled on first use).
-
-    It is ``backends.numpy.fused_topk``'s selection (sampled threshold on
-    magnitude keys, one collecting pass, radix selection of the survivors;
-    exact for any sample) with a *stratified* sample: sample j is a hashed
-    position inside the j-th of s equal strata rather than the stratum's
-    first entry. A plain stride (n/s = 64 for a 784x256 layer) aliases with
-    the tensor's rows (it reads only 4 of its 256 columns); when those
-    columns are atypical (dead ReLU units, small deltas) the threshold
-    misses, the survivors overflow or fall short, and the row drops to the
-    reference composition (~20x slower). Rows run one per thread."""
-    import numba
-
-    from backends.numpy.fused_topk import collect, kth_largest
-    from backends.numpy.topk import sampled_threshold
-
-    @numba.njit(cache=True, nogil=True)
-    def row(bits, k, mask, nbits, nsample, out):
-        n = bits.size
-        s = min(n, nsample)
-        sample = np.empty(s, bits.dtype)
-        for j in range(s):
-            lo = (j * n) // s
-            width = ((j + 1) * n) // s - lo
-            sample[j] = bits[lo + (j * 2654435761) % width] & mask
-        t, rank = sampled_threshold(sample, k, n)
-        if rank < 0:
-            return False
-        cap = int(2.0 * n * (rank + 1) / s) + 1024 + 64
-        gi = np.empty((1, cap + 1), np.int32)
-        gk = np.empty((1, cap + 1), bits.dtype)
-        ties = np.empty(k, np.int32)
-        ng, ne = collect(bits, mask, t, 0, n, k, gi[0], gk[0], ties)
-        if ng < 0:
-            return False
-        at = 0
-        if ng >= k:
-            counts = np.full(1, ng, np.int64)
-            big = kth_largest(gk, counts, k, nbits)
-            above = 0
-            for j in range(ng):
-                above += gk[0, j] > big
-            equal = k - above  # keys == big to keep, lowest index first
-            for j in range(ng):
-                v = gk[0, j]
-                if v > big or (v == big and equal > 0):
-                    equal -= v == big
-                    out[at] = gi[0, j]
-                    at += 1
-            return True
-        need = k - ng  # every survivor, and this many keys == t, lowest index first
-        if ne < need:
-            return False
-        a = 0
-        b = 0
-        while a < ng or (b < ne and need > 0):
-            if b < ne and need > 0 and (a == ng or ties[b] < gi[0, a]):
-                out[at] = ties[b]
-                b += 1
-                need -= 1
-            else:
-                out[at] = gi[0, a]
-                a += 1
-            at += 1
-        return True
-
-    @numba.njit(cache=True, parallel=True)
-    def rows(bits, k, mask, nbits, nsample, out, ok):
-        for i in numba.prange(bits.shape[0]):
-            ok[i] = row(bits[i], k, mask, nbits, nsample, out[i])
-
-    return rows
-
-
-def _top_k_abs_rows(x, k):
-    """(indices (rows, k), ok per row) of top_k_abs of every row of a
-    C-ordered 2-D float array, or None where the sampled selection does not
-    apply (a row with ok False needs the reference)."""
-    from backends.numpy.fused_topk import TOPK_MIN, magnitude_keys, sample_size
-
-    nrows, n = x.shape
-    if n < TOPK_MIN or 4 * k > n:
-        return None
-    bits, mask, nbits = magnitude_keys(x)
-    out = np.empty((nrows, k), np.int32)
-    ok = np.empty(nrows, np.bool_)
-    _rows_kernel()(bits, k, mask, nbits, sample_size(n), out, ok)
-    return out, ok
 
 
 class JaxOps(Fused):
@@ -228,10 +120,9 @@ class JaxOps(Fused):
         if x.dtype in (jnp.float32, jnp.float64) and x.size >= HOST_TOP_K_MIN and 0 < k <= x.size \
                 and jax.default_backend() == "cpu":
             # the composition's sort-based top_k and index sort cost far more on
-            # CPU than the NumPy backend's one-pass selection of the same indices
-            return jax.pure_callback(functools.partial(_host_top_k_abs, k=k),
-                                     jax.ShapeDtypeStruct(x.shape[:-1] + (k,), jnp.int32), x,
-                                     vmap_method="expand_dims")
+            # CPU than a one-pass selection of the same indices, run as a custom
+            # call (a pure_callback would copy x and enter Python on every call)
+            return host_topk.top_k_abs(x, k)
         return Fused.top_k_abs(self, x, k)
 
     @staticmethod

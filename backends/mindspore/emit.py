@@ -148,6 +148,11 @@ def emit(em: Emitter, prog: Program, outputs: Sequence[Var]) -> None:
     correctly rounded bf16 result); ``sum`` rounds after every halving step.
     """
     from backends.mindspore.trace import Eqn
+    with prog.x64_scope():  # rules take dtypes and constants from JAX: as the trace did
+        _emit(em, prog, outputs, Eqn)
+
+
+def _emit(em: Emitter, prog: Program, outputs: Sequence[Var], Eqn) -> None:
     for eqn in live_eqns(prog, outputs):
         rule = RULES.get(eqn.op)
         if rule is None:

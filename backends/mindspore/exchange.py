@@ -3,8 +3,8 @@
 ``trace_exchange`` runs :func:`compressors.protocol.run` on tracing ops:
 ``comm="collective"`` — one worker per process with :class:`TracedCollective`
 (each bucket's payloads fused per round, law and dtype into one buffer, one
-``comm_sum``/``comm_gather`` equation per buffer, lowered to AllReduce /
-AllGather); ``comm="loopback"`` — all n workers in one program with the
+``comm_sum``/``comm_gather``/``comm_max`` equation per buffer, lowered to
+AllReduce / AllGather); ``comm="loopback"`` — all n workers in one program with the
 runner's in-process loopback.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from backends.mindspore.trace import LoweringError, Program, TracingOps, Var
 from compressors import protocol
 from compressors.buckets import DEFAULT_BUCKET_BYTES
-from compressors.core import Compressor, Keys
+from compressors.core import FIXED_DATUM, Compressor, Keys
 
 # ---------------------------------------------------------------------------------------------
 # Tracing a whole exchange
@@ -88,6 +88,9 @@ class TracedCollective:
     def gather(self, ops, arrays):
         return self._collect(ops, arrays, "comm_gather", (self.n,))
 
+    def max(self, ops, arrays):
+        return self._collect(ops, arrays, "comm_max", ())
+
 
 def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], seed: int, comm: str,
                    who: str, bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> Traced:
@@ -103,11 +106,13 @@ def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], see
     step = prog.input((), np.int32)
     shared = ops.fold_in(ops.key(seed), step)
     shared.origin = ("shared",)
+    fixed = ops.fold_in(ops.key(seed), FIXED_DATUM)  # a constant: no step in it
+    fixed.origin = ("fixed",)
     keys = []
     for r in ranks:
         w = ops.fold_in(shared, r + 1)
         w.origin = ("worker", r)
-        keys.append(Keys(w, shared))
+        keys.append(Keys(w, shared, fixed))
     communicator = protocol.Loopback(n) if comm == "loopback" else TracedCollective(prog, n)
     res = protocol.run(ops, comp, grads, states, keys, communicator,
                        workers=TracedWorkers(prog, len(ranks)), bucket_bytes=bucket_bytes)

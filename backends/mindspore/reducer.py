@@ -33,6 +33,7 @@ from backends.mindspore.exchange import trace_exchange, trace_init
 from backends.mindspore.lower import to_ms, to_np
 from backends.mindspore.trace import LoweringError
 from compressors.core import Compressor, Law
+from compressors.traced import COMM_OPS
 
 COLLECTIVES = ("auto", "allgather", "allreduce")
 RNG_MODES = ("exact", "fast")
@@ -52,21 +53,37 @@ def check_compatible(comp, avals, collective: str = "auto") -> None:
         raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
     if collective == "allreduce":
         plans = comp.exchange_plan(abstract(avals)).leaf_rounds
-        bad = sorted({r.law.value for p in plans for r in p if r.law is not Law.SUM})
+        bad = sorted({r.law.value for p in plans for r in p if r.law not in (Law.SUM, Law.MAX)})
         if bad:
             raise ValueError(f"compressor {comp.spec!r} has gather-only rounds ({', '.join(bad)}); it cannot run "
                              "over all-reduce: use collective='auto' or 'allgather'")
 
 
+# ops that may hold zero-size arrays in a lowered graph (constants and a reshape of one); MindSpore's CPU
+# kernels fail on zero-size operands otherwise ("memcpy failed", BroadcastTo errors, SIGFPE), at run time
+EMPTY_OK = ("zeros", "full", "asarray", "reshape")
+
+
 def check_lowerable(comp, avals, n: int = 2) -> None:
-    """Trace the protocol (no MindSpore needed) and check every op has a rule."""
+    """Trace the protocol and init (no MindSpore needed) and check what the
+    compiled graphs could not run: an op without a rule, or an op on a
+    zero-size array (empty tensors take no codec ops, see
+    ``compressors.core.EMPTY``; a compressor that still makes one is rejected
+    here, before any worker starts, not by a crashed worker)."""
     from backends.mindspore.rules import RULES
+    from compressors.traced import vars_of
     comp = _parse(comp)
-    t = trace_exchange(comp, avals, n=n, ranks=[0], seed=0, comm="collective", who=f"compressor {comp.spec!r}")
-    outs = t.means[0] + t.state_out[0]
-    for eqn in live_eqns(t.prog, outs):
-        if eqn.op not in RULES:
-            raise LoweringError(f"compressor {comp.spec!r}: op {eqn.op!r} has no MindSpore lowering rule")
+    who = f"compressor {comp.spec!r}"
+    iprog, ileaves, _ = trace_init(comp, avals, who + " init")
+    t = trace_exchange(comp, avals, n=n, ranks=[0], seed=0, comm="collective", who=who)
+    for prog, outs in ((iprog, ileaves), (t.prog, t.means[0] + t.state_out[0])):
+        for eqn in live_eqns(prog, outs):
+            if eqn.op not in RULES:
+                raise LoweringError(f"{who}: op {eqn.op!r} has no MindSpore lowering rule")
+            empty = [v for v in list(vars_of(eqn.args)) + list(eqn.outs) if v.size == 0]
+            if empty and eqn.op not in EMPTY_OK:
+                raise LoweringError(f"{who}: op {eqn.op!r} on a zero-size array {empty[0]!r}: MindSpore's CPU "
+                                    "kernels cannot run it")
 
 
 def abstract(avals) -> tuple:
@@ -106,7 +123,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     t = trace_exchange(comp, avals, n=n, ranks=[rank], seed=seed, comm="collective", who=who)
     if collective == "allgather":
         for eqn in t.prog.eqns:
-            if eqn.op == "comm_sum":
+            if eqn.op in ("comm_sum", "comm_max"):
                 eqn.attrs["via"] = "allgather"
     fresh = state is None or len(state) != len(t.state_in[0]) or any(
         tuple(np.shape(s)) != v.shape for s, v in zip(state, t.state_in[0]))
@@ -131,7 +148,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     cell = build_cell(who + f" reducer rank {rank}/{n}", ["grads"], em.lines, em.objs)
     cell.compressor, cell.n_state, cell.plan = comp, len(t.state_in[0]), t.plan
     cell.wire_bytes = t.plan.payload_bytes
-    cell.collectives = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
+    cell.collectives = sum(1 for e in t.prog.eqns if e.op in COMM_OPS)
     return cell
 
 

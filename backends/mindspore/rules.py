@@ -16,7 +16,8 @@ primitive instances. The rules live in one module per op family
   and NaN (orderkey = INT32_MAX) ranks above +inf;
 * ``tensor_scatter_*`` raise out of range: indices outside ``[0, size)`` go to
   a dump slot that is sliced off;
-* no uint32 ``Sub``: uint32 subtraction/negation go through int64;
+* no uint32 ``Sub`` and a failing uint32 remainder: uint32 subtraction,
+  negation and ``%`` go through int64;
 * ``Maximum``/``sign`` drop NaN on CPU: NaN is put back with ``where``;
 * sum uses the halving order ``s[:m/2] + s[m/2:]`` of the reference;
 * AllGather takes no uint32/int8/bool/bf16: such payloads travel as int32
@@ -49,5 +50,5 @@ RULES = {
     "top_k": select.top_k, "gather": select.gather, "scatter_add": select.scatter_add, "nonzero": select.nonzero,
     "fold_in": rand.fold_in, "random_bits": rand.random_bits, "uniform": rand.uniform,
     "pack_bits": bits.pack_bits, "unpack_bits": bits.unpack_bits,
-    "comm_sum": comm.comm_sum, "comm_gather": comm.comm_gather,
+    "comm_sum": comm.comm_sum, "comm_gather": comm.comm_gather, "comm_max": comm.comm_max,
 }

@@ -2,9 +2,11 @@
 comparisons, bitwise ops and shifts, ``-x``, ``~x``, ``x[i]``), and
 :func:`binop`, the MindSpore source of one binary operator, which the other
 rule modules use too. MindSpore traps worked around: bool arrays take logical
-ops, bf16 computes in float32 and rounds once, uint32 subtraction and
-negation go through int64 (no uint32 ``Sub``), and a broadcast float divisor
-becomes ``a * (1 / b)`` as XLA (the reference) does.
+ops, bf16 computes in float32 and rounds once, uint32 subtraction, negation
+and remainder go through int64 (no uint32 ``Sub``; the uint32 remainder
+kernel fails), integer ``//`` and ``%`` use ``floor_divide``/``remainder``
+(exact; ``div`` and ``fmod`` would go through float32), and a broadcast float
+divisor becomes ``a * (1 / b)`` as XLA (the reference) does.
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ def binop(em, op, a, b, dt):
     if name == "bfloat16":  # no bf16 CPU kernels: compute in float32, round once
         res = binop(em, op, f"ops.cast({a}, ms.float32)", f"ops.cast({b}, ms.float32)", np.float32)
         return res if op in ("lt", "le", "gt", "ge", "eq", "ne") else f"ops.cast({res}, ms.bfloat16)"
-    if name == "uint32" and op == "sub":
-        return (f"ops.cast(ops.sub(ops.cast({a}, ms.int64), ops.cast({b}, ms.int64)), ms.uint32)")
+    if name == "uint32" and op in ("sub", "mod"):  # no uint32 Sub; uint32 remainder fails
+        fn = "ops.sub" if op == "sub" else "ops.remainder"
+        return f"ops.cast({fn}(ops.cast({a}, ms.int64), ops.cast({b}, ms.int64)), ms.uint32)"
     fn = {"add": "ops.add", "sub": "ops.sub", "mul": "ops.mul", "truediv": "ops.div",
           "floordiv": "ops.floor_divide", "mod": "ops.remainder",
           "and": "ops.bitwise_and", "or": "ops.bitwise_or", "xor": "ops.bitwise_xor",
@@ -112,8 +115,9 @@ def unary(op):
 def getitem(em, eqn):
     parts = []
     for it in eqn.attrs["index"]:
-        if isinstance(it, slice):
-            parts.append(":".join("" if p is None else str(p) for p in (it.start, it.stop, it.step)).rstrip(":") or ":")
+        if isinstance(it, slice):  # x[a:] stays a slice (stripping "a::" to "a" would index)
+            s = lambda p: "" if p is None else str(p)  # noqa: E731
+            parts.append(f"{s(it.start)}:{s(it.stop)}" + ("" if it.step is None else f":{it.step}"))
         else:
             parts.append(str(it))
     x = em.ref(eqn.args[0])

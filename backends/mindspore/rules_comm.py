@@ -1,14 +1,19 @@
 """Lowering rules of the collectives (distributed lowering only): a SUM round
-is an AllReduce (float32/float16; bf16 via float32), other dtypes gather and
-add in rank order; a GATHER round is an AllGather stacked on a new leading
-worker axis. AllGather takes no uint32/int8/bool/bf16: such payloads travel
-as int32 (float32 for bf16) and are cast back exactly.
+is an AllReduce (float32/float16; bf16 via float32; int8/int16 via float16 or
+float32 where every partial sum of n workers is an exact float integer —
+MindSpore's float → int cast wraps like integer addition, so the result is
+bit-identical), other dtypes gather and add in rank order; a GATHER round is
+an AllGather stacked on a new leading worker axis; a MAX round gathers and
+takes the rank-order maximum (MindSpore's CPU AllReduce is SUM-only; the
+scales such rounds carry are small). AllGather takes no uint32/int8/bool/bf16:
+such payloads travel as int32 (float32 for bf16) and are cast back exactly.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from backends.mindspore.rules_arith import binop
+from backends.mindspore.rules_elementwise import extremum_expr
 
 GATHERABLE = {"float16", "float32", "float64", "int32", "int64"}
 
@@ -26,11 +31,27 @@ def comm_sum(em, eqn):
     elif dt == "bfloat16":
         em.assign(out, f"ops.cast({em.prim_expr('ops.AllReduce()', 'allreduce')}(ops.cast({a}, ms.float32)), ms.bfloat16)")
         return
+    elif int_carrier(x.dtype, eqn.attrs["n"]):
+        carrier = int_carrier(x.dtype, eqn.attrs["n"])
+        summed = f"{em.prim_expr('ops.AllReduce()', 'allreduce')}(ops.cast({a}, ms.{carrier}))"
+        em.assign(out, f"ops.cast({summed}, {em.dt(x.dtype)})")
+        return
     g = _allgather(em, a, x.shape, x.dtype, eqn.attrs["n"])  # exact rank-order sum
     total = f"{g}[0]"
     for i in range(1, eqn.attrs["n"]):
         total = em.tmp(binop(em, "add", total, f"{g}[{i}]", x.dtype))
     em.assign(out, total)
+
+
+def int_carrier(dtype, n: int) -> str | None:
+    """The float dtype an integer SUM payload can be all-reduced in exactly:
+    every partial sum of n workers is an integer of magnitude ≤ n · 2^(b-1),
+    exact in float16 up to 2^11 and in float32 up to 2^24 (None: gather)."""
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.int8), np.dtype(np.int16)):
+        return None
+    bound = n * 2 ** (dt.itemsize * 8 - 1)
+    return "float16" if bound <= 2**11 else "float32" if bound <= 2**24 else None
 
 
 def _allgather(em, a, shape, dtype, n):
@@ -50,3 +71,14 @@ def comm_gather(em, eqn):
     """GATHER round: AllGather, stacked on a new leading worker axis."""
     (x,), out = eqn.args, eqn.outs[0]
     em.assign(out, _allgather(em, em.ref(x), x.shape, x.dtype, eqn.attrs["n"]))
+
+
+def comm_max(em, eqn):
+    """MAX round: AllGather and the elementwise maximum in rank order."""
+    (x,), out = eqn.args, eqn.outs[0]
+    n = eqn.attrs["n"]
+    g = _allgather(em, em.ref(x), x.shape, x.dtype, n)
+    total = f"{g}[0]"
+    for i in range(1, n):
+        total = em.tmp(extremum_expr(em, "max", total, f"{g}[{i}]", x.dtype))
+    em.assign(out, total)

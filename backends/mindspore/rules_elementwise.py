@@ -36,18 +36,21 @@ def floor(em, eqn):
     em.assign(out, f"ops.floor({x})" if is_float(out.dtype) else x)
 
 
+def extremum_expr(em, kind: str, a: str, b: str, dt) -> str:
+    """Source for max/min(a, b) in dtype dt, NaN-propagating like NumPy and XLA."""
+    if dt.name == "bool":
+        return binop(em, kind, a, b, dt)
+    base = f"ops.{'maximum' if kind == 'max' else 'minimum'}({a}, {b})"
+    if is_float(dt):
+        base = f"ops.where(ops.logical_or({isnan(em, a, dt)}, {isnan(em, b, dt)}), ops.add({a}, {b}), {base})"
+    return base
+
+
 def extremum(kind):
     def rule(em, eqn):
         out = eqn.outs[0]
-        dt = out.dtype
-        a, b = (em.operand(x, dt) for x in eqn.args)
-        if dt.name == "bool":
-            em.assign(out, binop(em, kind, a, b, dt))
-            return
-        base = f"ops.{'maximum' if kind == 'max' else 'minimum'}({a}, {b})"
-        if is_float(dt):
-            base = f"ops.where(ops.logical_or({isnan(em, a, dt)}, {isnan(em, b, dt)}), ops.add({a}, {b}), {base})"
-        em.assign(out, base)
+        a, b = (em.operand(x, out.dtype) for x in eqn.args)
+        em.assign(out, extremum_expr(em, kind, a, b, out.dtype))
     return rule
 
 

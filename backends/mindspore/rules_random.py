@@ -1,6 +1,8 @@
 """Lowering rules of the randomness ops: ``fold_in``, ``random_bits``,
 ``uniform``. RNG mode ``exact`` runs the threefry host kernels (the JAX bits);
-``fast`` uses MindSpore's own generators, seeded per run, site and worker.
+``fast`` uses MindSpore's own generators, seeded per run, site and worker —
+except for draws from the ``fixed`` key (origin ``("fixed",)``), which must
+repeat at every step (sketch hashes) and so always take the exact kernels.
 """
 from __future__ import annotations
 
@@ -17,10 +19,15 @@ def _fast_seeds(em, eqn):
     return 1 + em.seed % 1_000_003, 1 + eqn.attrs["site"] * 1009 + salt
 
 
+def _exact(em, eqn) -> bool:
+    origin = eqn.outs[0].origin or eqn.args[0].origin
+    return em.rng == "exact" or bool(origin) and origin[0] == "fixed"
+
+
 def random_bits(em, eqn):
     from backends.mindspore import runtime as rt
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
-    if em.rng == "exact":
+    if _exact(em, eqn):
         em.assign(out, f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
         return
     s1, s2 = _fast_seeds(em, eqn)
@@ -34,7 +41,7 @@ def random_bits(em, eqn):
 def uniform(em, eqn):
     from backends.mindspore import runtime as rt
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
-    if em.rng == "exact":
+    if _exact(em, eqn):
         bits = em.tmp(f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
         em.assign(out, f"ops.mul(ops.cast(ops.bitwise_right_shift({bits}, {em.scalar(9, 'uint32')}), ms.float32), "
                        f"{em.scalar(2.0 ** -23, 'float32')})")

@@ -51,11 +51,15 @@ Example (all sections optional)::
     bandwidth_gbps = 1
     latency_us = 60
 
-    [scale]                                # defaults of `kfsim scale` (each also a flag)
-    model = "bert-large"
+    [scale]                                # defaults of `kfsim scale --config FILE`: its flags,
+    model = "bert-large"                   # by long name (--bucket-mb -> bucket_mb)
     workers = [2, 4, 8, 16]
-    compressors = ["none", "fp16"]
+    compressor = ["none", "fp16"]
     bucket_mb = 25
+
+    [train]                                # one section per command: [advise], [train], [study],
+    global_batch = 256                     # [launch], [testbed], [calibrate], [validate], [compressors]
+    bandwidth = "10Gbit/s"
 """
 from __future__ import annotations
 
@@ -63,7 +67,7 @@ import json
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -205,7 +209,12 @@ LEGACY_CODEC = ("{where}: {tables} — per-compressor codec throughputs are no l
                 "(elementwise_gbs, select_gbs, ..., op_overhead_us); `kfsim calibrate` writes them.")
 
 
+# sections of per-command settings (`kfsim <command> --config FILE`), checked by kfsim.cli.options
+COMMAND_SECTIONS = ("scale", "advise", "train", "study", "launch", "testbed", "calibrate", "validate", "compressors")
+
+
 class ScaleCfg(_Strict):
+    """The sweep settings of `kfsim scale` / `kfsim advise` once resolved (flags and file merged)."""
     model: str = "bert-large"
     workers: list[int] = Field(default_factory=lambda: [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], min_length=1)
     compressors: list[str] | None = None
@@ -213,7 +222,6 @@ class ScaleCfg(_Strict):
     batch_per_worker: int | None = Field(None, ge=1)
     overlap: bool = True
     network: Literal["analytical", "flow"] = "analytical"
-    bandwidths_gbps: list[float] | None = None
     seed: int = 0
 
     @field_validator("workers")
@@ -222,15 +230,6 @@ class ScaleCfg(_Strict):
         for w in v:
             if w < 1:
                 raise ValueError(f"every worker count must be >= 1, got {w}")
-        return v
-
-    @field_validator("bandwidths_gbps")
-    @classmethod
-    def _bw(cls, v):
-        if v is not None:
-            for b in v:
-                if not b > 0:
-                    raise ValueError(f"every bandwidth must be > 0, got {b}")
         return v
 
 
@@ -243,7 +242,16 @@ class Config(_Strict):
     models: list[ModelCfg] = Field(default_factory=list)
     devices: list[DeviceCfg] = Field(default_factory=list)
     links: list[LinkCfg] = Field(default_factory=list)
-    scale: ScaleCfg = ScaleCfg()
+    # per-command settings: flag name (no dashes) -> value
+    scale: dict[str, Any] = Field(default_factory=dict)
+    advise: dict[str, Any] = Field(default_factory=dict)
+    train: dict[str, Any] = Field(default_factory=dict)
+    study: dict[str, Any] = Field(default_factory=dict)
+    launch: dict[str, Any] = Field(default_factory=dict)
+    testbed: dict[str, Any] = Field(default_factory=dict)
+    calibrate: dict[str, Any] = Field(default_factory=dict)
+    validate_: dict[str, Any] = Field(default_factory=dict, alias="validate")  # BaseModel has .validate
+    compressors: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("codec", mode="before")
     @classmethod

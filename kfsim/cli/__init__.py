@@ -15,6 +15,10 @@ Commands validate their output paths up front (:func:`check_out_dir`,
 :func:`check_out_file`) and every file they write is written atomically (temp
 file in the same directory, then ``os.replace``), so a failed run neither
 leaves a half-written file nor destroys an existing one.
+
+Options shared by the commands — ``--config FILE`` (a file's ``[<command>]`` section
+supplies defaults; flags win), ``--import``, bandwidths and durations with units, and
+the deprecated spellings rewritten with a notice — live in :mod:`kfsim.cli.options`.
 """
 from __future__ import annotations
 
@@ -94,6 +98,13 @@ def check_out_file(path: Path, flag: str) -> Path:
 
 class KfsimGroup(TyperGroup):
     """The root group: typer's group with the error boundary described above."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Deprecated flag spellings become the current ones (one notice each; kfsim.cli.options)."""
+        from kfsim.cli.options import rewrite_aliases
+
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return name, cmd, rewrite_aliases(name, rest) if name else rest
 
     def invoke(self, ctx: Any) -> Any:
         try:

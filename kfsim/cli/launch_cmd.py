@@ -2,47 +2,56 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from kfsim.cli import app, check_out_dir, check_out_file, fail
+from kfsim.cli import app, check_out_dir, check_out_file, fail, options
+from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 
 
 @app.command("launch")
 def launch_cmd(
     compressor: str = typer.Option("none()", "--compressor", "-c",
                                    help="compressor spec, or 'native' for MindSpore's own all-reduce"),
+    imports: List[str] = options.import_option(),
+    config: Optional[Path] = options.config_option(),
     workers: int = typer.Option(2, "--workers", "-n", help="worker processes (msrun)"),
     model: str = typer.Option("mlp", help="mlp or cnn on Fashion-MNIST; 'wide' = benchmark MLP"),
     steps: int = typer.Option(20, help="iterations"),
-    batch: int = typer.Option(64, help="global batch; worker r takes samples [r::workers]"),
+    batch: int = typer.Option(64, "--global-batch", help="global batch, split over the workers "
+                                                       "(worker r takes samples r, r + workers, ...)"),
     lr: float = typer.Option(0.1, help="SGD learning rate"),
     seed: int = typer.Option(0),
     device: str = typer.Option("CPU", help="CPU (tested); GPU or Ascend (passed to MindSpore, untested here)"),
     rng: str = typer.Option("exact", help="exact: JAX threefry bits; fast: MindSpore's own RNG"),
     collective: str = typer.Option("auto", help="auto (AllReduce/AllGather by law), allgather, allreduce"),
-    record: Optional[Path] = typer.Option(None, help="run record path (JSON Lines, as the simulator's)"),
+    out: Path = out_option("launch", "run record record.jsonl, msrun logs in logs/"),
+    record: Optional[Path] = typer.Option(None, help="run record path (JSON Lines, as the simulator's) "
+                                          "instead of <out>/record.jsonl"),
     eval_every: int = typer.Option(0, help="test accuracy every N steps (and at the end)"),
     ckpt_dir: Optional[Path] = typer.Option(None, help="checkpoint directory (one file per rank)"),
     ckpt_every: int = typer.Option(0, help="checkpoint every N steps"),
-    resume: int = typer.Option(0, help="resume from the checkpoint of this step in --ckpt-dir"),
-    timeout: float = typer.Option(1800, help="seconds before the whole job is killed"),
-    stall: float = typer.Option(120, help="seconds without progress of one rank before the job is killed"),
-    imports: list[str] = typer.Option([], "--import", help="module every worker imports first (e.g. one "
-                                      "registering your own compressor); repeatable"),
+    resume: int = typer.Option(0, help="resume from the checkpoint of this step in --ckpt-dir "
+                                       "(checksums verified before any worker starts)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="a fresh run may replace the checkpoints "
+                                                             "already in --ckpt-dir"),
+    allow_change: List[str] = typer.Option([], "--allow-change", metavar="KEY",
+                                           help="on --resume, let this hyperparameter differ from the "
+                                                "checkpoint's (lr, batch, seed, rng, collective; repeatable "
+                                                "or comma-separated); the run record lists it"),
+    fingerprint_every: int = typer.Option(10, help="compare the replicas' parameters every N steps and "
+                                                   "stop on a difference (0: never)"),
+    timeout: float = typer.Option("30min", parser=options.seconds, metavar=options.TIME,
+                                  help="time before the whole job is killed (a bare number: seconds)"),
+    stall: float = typer.Option("2min", parser=options.seconds, metavar=options.TIME,
+                                help="time without progress of one rank before the job is killed"),
+    quiet: bool = quiet_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Train on Fashion-MNIST with msrun; writes a run record comparable with `kfsim train`'s."""
     from kfsim import records
-    import importlib
-
     from kfsim.launch import LaunchError, launch
-
-    for module in imports:  # so the spec validates here too
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - any failure of the user's module is bad input
-            raise fail(f"--import {module}: cannot import ({type(exc).__name__}: {exc})") from None
 
     try:
         if resume and ckpt_dir is None:
@@ -54,16 +63,27 @@ def launch_cmd(
             check_out_file(record, "--record")
         if ckpt_dir is not None:
             check_out_dir(ckpt_dir, "--ckpt-dir")
-        res = launch(compressor, workers=workers, model=model, steps=steps, batch=batch, lr=lr, seed=seed,
-                     device=device, rng=rng, collective=collective, record=record, eval_every=eval_every,
-                     ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, resume_step=resume, timeout_s=timeout,
-                     stall_s=stall, imports=[*imports])
+        check_out_dir(out)
+        with Reporter("launch", quiet=quiet, as_json=as_json) as rep:
+            res = launch(compressor, workers=workers, model=model, steps=steps, batch=batch, lr=lr, seed=seed,
+                         device=device, rng=rng, collective=collective,
+                         record=out / "record.jsonl" if record is None else record, eval_every=eval_every,
+                         ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, resume_step=resume, timeout_s=timeout,
+                         stall_s=stall, imports=[*imports], log_dir=out / "logs", overwrite=overwrite,
+                         allow_changes=[k.strip() for v in allow_change for k in v.split(",") if k.strip()],
+                         fingerprint_every=fingerprint_every,
+                         progress=rep.steps(f"launch {model}", total=steps, compressor=compressor), log=rep.log)
     except (ValueError, LaunchError) as exc:
         raise fail(exc) from None
     rec = records.read(res.record)
     last = rec.steps[-1]
     times = sorted(s.time_s for s in rec.steps[1:]) or [last.time_s]
-    typer.echo(f"{len(rec.steps)} steps in {res.wall_s:.1f} s wall; median step {times[len(times) // 2] * 1e3:.1f} ms; "
-               f"{last.bytes_sent} B/step/worker; final loss {last.loss:.4f}"
-               + (f"; accuracy {last.accuracy:.4f}" if last.accuracy is not None else ""))
-    typer.echo(f"run record: {res.record}")
+    summary = {"steps": len(rec.steps), "wall_s": res.wall_s, "median_step_ms": times[len(times) // 2] * 1e3,
+               "bytes_per_step_per_worker": last.bytes_sent, "final_loss": last.loss,
+               "final_accuracy": last.accuracy, "record": str(res.record), "logs": str(res.log_dir)}
+    if rep.human:
+        typer.echo(f"{len(rec.steps)} steps in {res.wall_s:.1f} s wall; median step "
+                   f"{summary['median_step_ms']:.1f} ms; {last.bytes_sent} B/step/worker; final loss {last.loss:.4f}"
+                   + (f"; accuracy {last.accuracy:.4f}" if last.accuracy is not None else ""))
+    rep.finish(out, [res.record, res.log_dir], summary=summary,
+               message=f"run record: {res.record}\nlogs: {res.log_dir}")

@@ -17,7 +17,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 import compressors
-from kfsim.cli import app, check_out_dir, fail
+from kfsim.cli import app, check_out_dir, fail, options
 from kfsim.catalog import config as cfgmod
 from kfsim.catalog import get_device, get_link, seed_cluster
 from kfsim.sim import report
@@ -55,16 +55,14 @@ def default_compressors() -> list[str]:
 
 
 def resolve(config: Optional[Path], **flags):
-    """Config file (or the embedded default) with every given flag applied on top.
-    Returns (ScaleCfg, Cluster)."""
+    """The config file's cluster (or the seed cluster) with every given flag applied on top.
+    Returns (ScaleCfg, Cluster). The file's [scale] settings arrive as flags (kfsim.cli.options)."""
     if config is not None:
-        cfg, cluster = cfgmod.load(config)
-        where = str(config)
+        cluster, where = cfgmod.load_cluster(config), str(config)
     else:
-        cfg, cluster, where = cfgmod.Config(), seed_cluster(), "flags"
-    sc = cfg.scale.model_dump()
-    for key in ("model", "workers", "compressors", "bucket_mb", "batch_per_worker", "network",
-                "bandwidths_gbps", "seed"):
+        cluster, where = seed_cluster(), "flags"
+    sc = cfgmod.ScaleCfg().model_dump()
+    for key in ("model", "workers", "compressors", "bucket_mb", "batch_per_worker", "network", "seed"):
         if flags.get(key) is not None:
             sc[key] = flags[key]
     if flags.get("no_overlap"):
@@ -82,7 +80,7 @@ def resolve(config: Optional[Path], **flags):
         cluster = cluster._replace(inter=get_link(flags["inter"]))
     if flags.get("inter_gbps") is not None:
         if not flags["inter_gbps"] > 0:
-            raise ValueError(f"--inter-gbps must be > 0, got {flags['inter_gbps']}")
+            raise ValueError(f"--bandwidth must be > 0, got {flags['inter_gbps']:g} Gbit/s")
         cluster = cluster._replace(inter=cluster.inter._replace(bandwidth=flags["inter_gbps"] * 1e9 / 8))
     if flags.get("gpus_per_node") is not None:
         if flags["gpus_per_node"] < 1:
@@ -181,46 +179,41 @@ def csv_ints(text: Optional[str]) -> Optional[list[int]]:
         raise ValueError(f"--workers: expected comma-separated integers, got {text!r}") from None
 
 
-def csv_floats(text: Optional[str], flag: str) -> Optional[list[float]]:
-    if text is None:
-        return None
-    try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-
-
 @app.command("scale")
 def scale_command(
     model: Optional[str] = typer.Option(None, help="catalog model (bert-large, resnet-50, gpt2-xl, ...)"),
     workers: Optional[str] = typer.Option(None, help="comma-separated worker counts, e.g. 2,4,8,16"),
     compressor: Optional[List[str]] = typer.Option(None, "--compressor", "-c",
                                                    help="compressor spec (repeat the flag for several)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML/YAML config or calibrated cluster profile"),
+    imports: List[str] = options.import_option(),
+    config: Optional[Path] = options.config_option("TOML/YAML config (its \\[scale] section: these options) or "
+                                                   "calibrated cluster profile; flags given here win"),
     device: Optional[str] = typer.Option(None, help="accelerator from the catalog (rtx3090, a100, h100, ...)"),
     intra: Optional[str] = typer.Option(None, help="intra-node link from the catalog (pcie4, nvlink4, ...)"),
     inter: Optional[str] = typer.Option(None, help="inter-node link from the catalog (1gbe, 100gbe, ib-ndr, ...)"),
-    inter_gbps: Optional[float] = typer.Option(None, help="inter-node bandwidth in Gbit/s (overrides --inter)"),
+    inter_gbps: Optional[float] = typer.Option(None, "--bandwidth", parser=options.gbit, metavar=options.RATE,
+                                               help="inter-node bandwidth, e.g. 10Gbit/s (overrides --inter's)"),
     gpus_per_node: Optional[int] = typer.Option(None, help="devices per node"),
     nics_per_node: Optional[int] = typer.Option(None, help="inter-node NICs per node (1: shared; = devices: rail)"),
     collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
     bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B, default 25)"),
-    batch: Optional[int] = typer.Option(None, help="batch per worker (default: the model's catalog batch)"),
+    batch: Optional[int] = typer.Option(None, "--batch-per-worker",
+                                        help="batch per worker (default: the model's catalog batch)"),
     network: Optional[str] = typer.Option(None, help="analytical (closed forms) or flow (max-min flows)"),
-    no_overlap: bool = typer.Option(False, "--no-overlap", help="communicate after backward, not during"),
+    overlap: bool = typer.Option(True, "--overlap/--no-overlap", help="communicate during backward (or after)"),
     interference: Optional[float] = typer.Option(None, help="backward slowdown while communicating (>= 1)"),
     jitter: float = typer.Option(0.0, help="compute-time coefficient of variation (stragglers; seeded)"),
     seed: Optional[int] = typer.Option(None, help="random seed (stragglers)"),
-    out: Path = typer.Option(Path("results/scale"), help="output folder for CSV, JSON and PNG"),
-    plot: bool = typer.Option(True, help="write the PNG plot"),
-    quiet: bool = typer.Option(False, help="no tables or progress bar"),
+    out: Path = typer.Option(Path("results/scale"), help="output folder for CSV, JSON and the plot (PNG, SVG)"),
+    plot: bool = typer.Option(True, help="write the plot (PNG and SVG)"),
+    quiet: bool = typer.Option(False, help="no tables or progress bar: only errors and the output path"),
 ) -> None:
     """Sweep workers × compressors: time per iteration, breakdown, speedup, scaling efficiency."""
     console = wide_console()
     try:
         scale, cluster = resolve(config, model=model, workers=csv_ints(workers),
                                  compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
-                                 batch_per_worker=batch, network=network, seed=seed, no_overlap=no_overlap,
+                                 batch_per_worker=batch, network=network, seed=seed, no_overlap=not overlap,
                                  device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,
                                  nics_per_node=nics_per_node,
                                  collective=collective, interference=interference)
@@ -244,3 +237,5 @@ def scale_command(
         files.append(report.plot_scale(out / "scale.png", rows, title))
     if not quiet:
         console.print(f"{len(rows)} configurations in {elapsed:.2f} s → " + ", ".join(str(f) for f in files))
+    else:
+        typer.echo(str(out))  # --quiet: nothing but errors and the output path

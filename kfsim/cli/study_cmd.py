@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kfsim.cli import app, check_out_dir, fail
+from kfsim.cli import app, check_out_dir, fail, options
+from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 
 
 def _fmt(v, pct=False):
@@ -23,12 +24,14 @@ def _fmt(v, pct=False):
 
 @app.command("study")
 def study(
-    out: Path = typer.Option(Path("study-out"), "--out", "-o", help="output directory (CSV, PNG, run records)"),
-    spec: Optional[List[str]] = typer.Option(None, "--spec", "-c",
+    out: Path = out_option("study", "CSV, JSON, PNG + SVG, run records in runs/"),
+    spec: Optional[List[str]] = typer.Option(None, "--compressor", "-c",
                                              help="compressor spec (repeatable; default: the technique table)"),
+    imports: List[str] = options.import_option(),
+    config: Optional[Path] = options.config_option(),
     task: str = typer.Option("fmnist-mlp", help="fmnist-mlp, fmnist-cnn or kjv-charlm"),
     workers: int = typer.Option(4, "--workers", "-n"),
-    batch: int = typer.Option(128, help="global batch"),
+    batch: int = typer.Option(128, "--global-batch", help="global batch, split over the workers"),
     steps: int = typer.Option(600, help="iterations per compressor"),
     lr: float = typer.Option(0.1),
     momentum: float = typer.Option(0.0),
@@ -36,9 +39,13 @@ def study(
     eval_every: int = typer.Option(25, help="evaluate every N steps (time-to-accuracy resolution)"),
     limit_test: Optional[int] = typer.Option(None, help="evaluate on the first N test samples"),
     target: float = typer.Option(0.78, help="target accuracy for time-to-accuracy"),
-    bandwidth: Optional[List[float]] = typer.Option(None, "--bandwidth", "-b",
-                                                    help="Gbit/s (repeatable; default 1 and 10)"),
+    bandwidth: Optional[List[float]] = typer.Option(None, "--bandwidth", "-b", parser=options.gbit_list,
+                                                    callback=options.flatten, metavar=options.RATES,
+                                                    help="inter-node bandwidths, e.g. 1Gbit/s,10Gbit/s "
+                                                         "(repeatable; default 1Gbit/s and 10Gbit/s)"),
     cluster: str = typer.Option("nodes", help="'nodes' (one RTX 3090 per node), 'seed' or a profile file"),
+    quiet: bool = quiet_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Train once per compressor; report ratio, accuracy, time per iteration, speedup and time-to-accuracy."""
     from kfsim.data import DataUnavailable
@@ -59,7 +66,16 @@ def study(
                 raise ValueError(f"--bandwidth must be > 0 Gbit/s, got {b:g}")
         st.check_specs(cfg.specs)
         check_out_dir(out)
-        rows = st.run_study(cfg, out, log=console.print)
+        with Reporter("study", quiet=quiet, as_json=as_json) as rep:
+            bars = []
+
+            def per_run(i: int, n: int, spec: str):
+                for bar in bars:  # one bar at a time; each finished run is logged as a line
+                    bar.close()
+                bars[:] = [rep.steps(f"[{i + 1}/{n}] {spec}", total=steps, run=spec, run_index=i)]
+                return bars[0]
+
+            rows = st.run_study(cfg, out, log=rep.log, progress=per_run)
     except (ValueError, DataUnavailable) as exc:
         raise fail(exc) from None
     table = Table(title=f"kfsim study: {task}, {workers} workers, {steps} steps, target {target:.0%}")
@@ -68,5 +84,7 @@ def study(
         table.add_column(c, justify="left" if c == "compressor" else "right")
     for r in rows:
         table.add_row(*[_fmt(r.get(c), pct=(c == "accuracy_diff")) for c in cols])
-    console.print(table)
-    console.print(f"wrote {out / 'study.csv'}, {out / 'accuracy_vs_time.png'}, {out / 'study.json'}, {out / 'runs'}/")
+    if rep.human:
+        console.print(table)
+    rep.finish(out, [out / "study.csv", out / "accuracy_vs_time.png", out / "study.json", f"{out / 'runs'}/"],
+               summary={"rows": rows})

@@ -3,21 +3,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from kfsim.cli import app, check_out_file, fail
+from kfsim.cli import app, check_out_dir, check_out_file, fail, options
+from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 
 
 @app.command("train")
 def train(
     compressor: str = typer.Option("none()", "--compressor", "-c", help="compressor spec (see `kfsim compressors`)"),
+    imports: List[str] = options.import_option(),
+    config: Optional[Path] = options.config_option(),
     task: str = typer.Option("fmnist-mlp", help="fmnist-mlp, fmnist-cnn or kjv-charlm"),
     workers: int = typer.Option(4, "--workers", "-n", help="simulated workers"),
-    batch: int = typer.Option(128, help="global batch; worker r takes samples [r::workers]"),
+    batch: int = typer.Option(128, "--global-batch", help="global batch, split over the workers "
+                                                        "(worker r takes samples r, r + workers, ...)"),
     steps: int = typer.Option(200, help="iterations (async: global batches' worth of gradients)"),
     lr: float = typer.Option(0.1, help="learning rate"),
     momentum: float = typer.Option(0.0, help="heavy-ball momentum"),
@@ -27,17 +31,21 @@ def train(
     limit_test: Optional[int] = typer.Option(None, help="use the first N test samples"),
     target: Optional[float] = typer.Option(None, help="target accuracy for time-to-accuracy"),
     cluster: str = typer.Option("nodes", help="'nodes' (one RTX 3090 per node), 'seed' or a cluster profile file"),
-    bandwidth: Optional[float] = typer.Option(None, help="inter-node bandwidth, Gbit/s"),
+    bandwidth: Optional[float] = typer.Option(None, parser=options.gbit, metavar=options.RATE,
+                                              help="inter-node bandwidth, e.g. 10Gbit/s (default: the cluster's)"),
     collective: Optional[str] = typer.Option(None, help="ring, tree, rhd, hierarchical, ps, mccl"),
     server_compressor: Optional[str] = typer.Option(None, help="parameter-server mode: compress the reply too"),
     mode: str = typer.Option("sync", help="sync or async"),
     staleness: Optional[int] = typer.Option(None, help="async: SSP bound (0 = synchronous rounds; none = fully async)"),
     jitter: float = typer.Option(0.0, help="async: compute time x LogNormal(sigma=jitter)"),
     grad_mode: str = typer.Option("loop", help="per-worker gradients: loop or vmap"),
-    record: Optional[Path] = typer.Option(None, help="write the run record (JSON lines) here"),
+    out: Path = out_option("train", "run record record.jsonl, summary.json"),
+    record: Optional[Path] = typer.Option(None, help="write the run record (JSON lines) here instead of "
+                                          "<out>/record.jsonl"),
     checkpoint: Optional[Path] = typer.Option(None, help="checkpoint file (resumed from if it exists)"),
     checkpoint_every: int = typer.Option(100, help="steps between checkpoints"),
-    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    quiet: bool = quiet_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Train a real model with N simulated workers and a compressor; simulated cluster time.
 
@@ -63,18 +71,26 @@ def train(
             if checkpoint.exists() and not checkpoint.is_file():
                 raise ValueError(f"--checkpoint {checkpoint}: is not a regular file")
             check_out_file(checkpoint, "--checkpoint")
-        if checkpoint is not None:
-            res = ckpt.run_with_checkpoints(cfg, checkpoint, checkpoint_every,
-                                            record=None if record is None else str(record))
-        else:
-            res = loop.run(cfg, record=None if record is None else str(record))
+        check_out_dir(out)
+        record = out / "record.jsonl" if record is None else record
+        with Reporter("train", quiet=quiet, as_json=as_json) as rep:
+            progress = rep.steps(f"train {task}", total=steps if mode == "sync" else None,
+                                 compressor=compressor)
+            if checkpoint is not None:
+                res = ckpt.run_with_checkpoints(cfg, checkpoint, checkpoint_every, record=str(record),
+                                                progress=progress)
+            else:
+                res = loop.run(cfg, record=str(record), progress=progress)
     except (ValueError, DataUnavailable) as exc:
         raise fail(exc) from None
     why = loop.divergence(res.steps)
-    if as_json:
-        typer.echo(json.dumps(res.summary, default=str))
-    else:
+    from kfsim.cli.progress import clean
+    from kfsim.sim.report import write_text
+
+    summary = write_text(out / "summary.json", json.dumps(clean(res.summary), indent=1))
+    if rep.human:
         _print_summary(res.summary, task, workers, compressor, mode)
+    rep.finish(out, [record, summary], summary=res.summary)
     if why is not None or res.summary.get("diverged"):
         raise fail(f"training diverged (--lr {lr:g}): {why or 'non-finite loss'}", code=3)
 

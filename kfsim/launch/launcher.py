@@ -26,12 +26,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
+
+from kfsim.launch import integrity
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = ("CPU", "GPU", "Ascend")
 META_KEYS = ("spec", "model", "workers", "batch", "lr", "seed", "rng", "collective", "hidden")
+CHANGEABLE = ("lr", "batch", "seed", "rng", "collective")  # may change on resume when allowed (state layout is kept)
 
 
 class LaunchError(RuntimeError):
@@ -42,17 +45,6 @@ class LaunchResult(NamedTuple):
     record: Path
     log_dir: Path
     wall_s: float
-
-
-def module_dir(module: str) -> str:
-    """The folder to put on the workers' PYTHONPATH so they can import ``module``."""
-    import importlib.util
-
-    found = importlib.util.find_spec(module)
-    if found is None or found.origin is None:
-        raise ValueError(f"cannot find module {module!r} to import in the workers")
-    depth = module.count(".") + (1 if Path(found.origin).name == "__init__.py" else 0)
-    return str(Path(found.origin).resolve().parents[depth])
 
 
 def free_port(workers: int) -> int:
@@ -125,18 +117,31 @@ def validate(spec: str, workers: int, model: str, steps: int, batch: int, device
     R.check_lowerable(comp.step(0), avals, workers)
 
 
-def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int) -> None:
+def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int,
+                     allow_changes: Sequence[str] = ()) -> dict:
+    """Refuse a resume whose run differs from the checkpoint's, except in ``allow_changes``
+    (returned: {key: [checkpoint's, now]}, which the run record then states)."""
     path = ckpt_dir / "meta.json"
     if not path.exists():
         raise ValueError(f"no checkpoint metadata {path}; cannot resume")
-    saved = json.loads(path.read_text())
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"checkpoint metadata {path} is corrupt ({exc})") from None
+    unknown = sorted(set(allow_changes) - set(CHANGEABLE))
+    if unknown:
+        raise ValueError(f"cannot allow changing {', '.join(unknown)} on resume (changeable: {', '.join(CHANGEABLE)})")
     diff = {k: (saved.get(k), meta.get(k)) for k in META_KEYS if saved.get(k) != meta.get(k)}
-    if diff:
+    refused = {k: v for k, v in diff.items() if k not in allow_changes}
+    if refused:
         raise ValueError("checkpoint does not match this run: " +
-                         ", ".join(f"{k}: saved {a!r} vs now {b!r}" for k, (a, b) in diff.items()))
+                         ", ".join(f"{k}: saved {a!r} vs now {b!r}" for k, (a, b) in refused.items()) +
+                         (f" (allow with --allow-change {','.join(refused)})"
+                          if set(refused) <= set(CHANGEABLE) else ""))
     missing = [r for r in range(workers) if not (ckpt_dir / f"rank{r}.step{resume_step}.ckpt").exists()]
     if missing:
         raise ValueError(f"checkpoint step {resume_step} missing for ranks {missing} in {ckpt_dir}")
+    return {k: list(v) for k, v in diff.items()}
 
 
 def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, batch: int = 64,
@@ -145,20 +150,42 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            ckpt_dir: str | Path | None = None, ckpt_every: int = 0, resume_step: int = 0,
            stop_after: int | None = None, hidden: int = 2900, timeout_s: float = 600, stall_s: float = 90,
            log_dir: str | Path | None = None, extra_args: list[str] | None = None,
-           keep_logs: bool = False, imports: tuple[str, ...] | list[str] = ()) -> LaunchResult:
+           keep_logs: bool = False, imports: tuple[str, ...] | list[str] = (), progress=None,
+           log=None, overwrite: bool = False, allow_changes: Sequence[str] = (),
+           fingerprint_every: int = 10) -> LaunchResult:
     """Run a MindSpore data-parallel job with msrun; see the module docstring.
 
-    ``imports``: modules every worker imports first — e.g. one that registers
-    a compressor defined outside the library (its folder joins PYTHONPATH).
+    ``imports``: what every worker imports first — e.g. a module that registers
+    a compressor defined outside the library: a ``.py`` file, a package folder or
+    a module name (its folder joins the workers' PYTHONPATH); see :mod:`kfsim.imports`.
+    ``progress``: called with each step of rank 0's record (``kfsim.records.Step``,
+    ``extra["wall_s"]`` = its measured wall time) while the job runs, read from
+    the record the worker streams; ``log``: called with one-line status messages.
+    Checkpoints (:mod:`kfsim.launch.integrity`): a fresh launch refuses a
+    ``ckpt_dir`` holding a run unless ``overwrite``; a resume verifies every
+    rank's file and the set, and refuses changed hyperparameters except those
+    in ``allow_changes`` (the run record then lists them); every
+    ``fingerprint_every`` steps (0: never) the replicas' parameters are
+    compared and the job stops on the first difference.
     """
-    import_paths = [module_dir(m) for m in imports]
+    from kfsim.imports import for_workers, import_user
+
+    for target in imports:  # here too, so that the spec validates
+        import_user(target)
+    imports, import_paths = for_workers(imports)
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
     meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
             "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None}
+    if fingerprint_every < 0:
+        raise ValueError(f"fingerprint_every must be >= 0, got {fingerprint_every}")
+    changed = {}
     if resume_step:
         if ckpt_dir is None:
             raise ValueError("resume_step needs ckpt_dir")
-        check_checkpoint(Path(ckpt_dir), meta, resume_step, workers)
+        changed = check_checkpoint(Path(ckpt_dir), meta, resume_step, workers, allow_changes)
+        integrity.verify(ckpt_dir, resume_step, workers)
+    elif ckpt_dir is not None:
+        integrity.prepare_dir(ckpt_dir, 0, overwrite)
     msrun = msrun_path()
     own_logs = log_dir is None
     log_dir = Path(tempfile.mkdtemp(prefix="kfsim-msrun-")) if own_logs else Path(log_dir)
@@ -178,6 +205,10 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         args += ["--ckpt-dir", str(ckpt_dir), "--ckpt-every", str(ckpt_every)]
     if stop_after is not None:
         args += ["--stop-after", str(stop_after)]
+    if fingerprint_every:
+        args += ["--fingerprint-every", str(fingerprint_every)]
+    if changed:
+        args += ["--changed", json.dumps(changed)]
     for m in imports:
         args += ["--import", m]
     args += list(extra_args or [])
@@ -186,17 +217,24 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
     env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(),
                PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
-    for r in range(workers):
-        (log_dir / f"hb.rank{r}").unlink(missing_ok=True)
+    for stale in [*log_dir.glob("hb.rank*"), *log_dir.glob("worker_*.log"), log_dir / "scheduler.log"]:
+        stale.unlink(missing_ok=True)  # an earlier job's, in a reused log folder
+    tail = RecordTail(record, progress)  # removes a stale <record>.partial of an earlier run
+    fps = integrity.FingerprintWatch(log_dir, workers)  # removes an earlier job's fp.rank<r>
     t0 = time.time()
     out = open(log_dir / "msrun.out", "w")
     proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)
     previous = _raise_on_sigterm()
+    if log is not None:
+        log(f"msrun started: {workers} workers ({model}, {spec}), logs in {log_dir}")
     try:
-        err = _watch(proc, log_dir, workers, t0, timeout_s, stall_s)
+        err = _watch(proc, log_dir, workers, t0, timeout_s, stall_s, lambda: tail.poll() or fps.poll())
+        err = err or fps.poll()
     finally:
         _kill_group(proc)
+        if ckpt_dir is not None:
+            integrity.write_sets(ckpt_dir, workers)
         out.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -205,6 +243,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         raise LaunchError(f"{err}; logs kept in {log_dir}\n{_tail(log_dir)}")
     if not record.exists():
         raise LaunchError(f"job finished but wrote no run record {record}; logs kept in {log_dir}")
+    tail.finish()
     if own_logs and not keep_logs and record.parent != log_dir:
         shutil.rmtree(log_dir, ignore_errors=True)
     return LaunchResult(record, log_dir, wall)
@@ -222,8 +261,57 @@ def _raise_on_sigterm():
     return signal.signal(signal.SIGTERM, handler)
 
 
-def _watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float) -> str | None:
+class RecordTail:
+    """Steps of a run record as its :class:`kfsim.records.Writer` streams them (``<path>.partial``),
+    each handed once, in order, to ``progress`` (with ``extra["wall_s"]`` = the step's ``time_s``)."""
+
+    def __init__(self, path: Path, progress=None):
+        from kfsim import records
+
+        self.path, self.progress = Path(path), progress
+        self.partial = self.path.with_name(self.path.name + records.PARTIAL_SUFFIX)
+        self.partial.unlink(missing_ok=True)
+        self._pos, self._buf, self._next = 0, b"", None
+
+    def _deliver(self, lines: list[bytes]) -> None:
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if d.get("kind") != "step" or (self._next is not None and d["step"] < self._next):
+                continue
+            from kfsim import records
+
+            self._next = int(d["step"]) + 1
+            extra = {**(d.get("extra") or {}), "wall_s": float(d["time_s"])}
+            self.progress(records.Step(int(d["step"]), float(d["time_s"]), int(d["bytes_sent"]),
+                                       float(d["loss"]), d.get("accuracy"), extra))
+
+    def poll(self) -> None:
+        if self.progress is None:
+            return
+        try:
+            with open(self.partial, "rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except OSError:
+            return
+        self._pos += len(data)
+        *lines, self._buf = (self._buf + data).split(b"\n")
+        self._deliver(lines)
+
+    def finish(self) -> None:
+        """Hand over the steps not yet seen, from the finished record."""
+        if self.progress is not None:
+            self._deliver(self.path.read_bytes().splitlines())
+
+
+def _watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float,
+           poll=None) -> str | None:
     while True:
+        if poll is not None and (found := poll()):
+            return found
         rc = proc.poll()
         now = time.time()
         beats = {r: log_dir / f"hb.rank{r}" for r in range(workers)}

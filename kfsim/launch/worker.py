@@ -47,18 +47,24 @@ def parse_args(argv=None):
     p.add_argument("--resume-step", type=int, default=0)
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of resume)")
     p.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step (tests)")
+    p.add_argument("--perturb-at", type=int, default=None, help="rank 1 nudges a weight at this step (tests)")
     p.add_argument("--timing-detail", action="store_true", help="also time the reducer alone per step")
+    p.add_argument("--fingerprint-every", type=int, default=0,
+                   help="every N steps append a fingerprint of the parameters to <run_dir>/fp.rank<r>")
+    p.add_argument("--changed", default=None,
+                   help="JSON {hyperparameter: [checkpoint's, now]} the launcher allowed to change on resume")
     p.add_argument("--import", dest="imports", action="append", default=[],
-                   help="module to import first (e.g. one registering a user compressor)")
+                   help="module, .py file or package folder to import first (e.g. one registering a "
+                        "user compressor; kfsim.imports)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     a = parse_args(argv)
-    import importlib
+    from kfsim.imports import import_user
 
-    for module in a.imports:
-        importlib.import_module(module)
+    for target in a.imports:
+        import_user(target)
     from backends.mindspore.runtime import setup
     setup(a.device)
     import mindspore as ms
@@ -95,6 +101,7 @@ def main(argv=None) -> int:
 
     import compressors
     from backends.mindspore import reducer as R
+    from kfsim.launch import integrity
     native = a.spec == "native"
     comp = None if native else compressors.parse(a.spec)  # the worker's argv: a boundary
     dense_bytes = compressors.parse("none()").payload_bytes(R.abstract(avals))
@@ -141,6 +148,9 @@ def main(argv=None) -> int:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
                 "steps": a.steps, "device": a.device, "rng": a.rng, "collective": a.collective,
                 "resume_step": start, "shards": "worker r takes samples [r::n] of each global batch"}
+        if a.changed:
+            import json
+            meta["changed_since_checkpoint"] = json.loads(a.changed)
         writer = records.Writer(a.record, "mindspore", meta)
     stop = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
     for t in range(start, stop):
@@ -152,6 +162,9 @@ def main(argv=None) -> int:
             bytes_per_step = reducer.wire_bytes
         if a.die_at is not None and t == a.die_at and rank == 1:
             os._exit(3)
+        if a.perturb_at is not None and t == a.perturb_at and rank == 1:
+            w = net.trainable_params()[0]
+            w.set_data(w + ms.Tensor(np.float32(1e-3)))
         idx = batches.indices(t)
         x = ms.Tensor(xtr[idx][rank::n])
         y = ms.Tensor(ytr[idx][rank::n])
@@ -168,8 +181,13 @@ def main(argv=None) -> int:
             acc = float(np.mean(np.argmax(logits, 1) == yte))
         if a.ckpt_dir and a.ckpt_every and (t + 1) % a.ckpt_every == 0:
             Path(a.ckpt_dir).mkdir(parents=True, exist_ok=True)
-            ms.save_checkpoint(Container(net, opt, reducer), str(Path(a.ckpt_dir) / f"rank{rank}.step{t + 1}.ckpt"))
+            saved = Path(a.ckpt_dir) / integrity.ckpt_name(rank, t + 1)
+            ms.save_checkpoint(Container(net, opt, reducer), str(saved))
+            integrity.seal(saved)
             extra["checkpoint"] = t + 1
+        if a.fingerprint_every and (t + 1) % a.fingerprint_every == 0:
+            integrity.append_fingerprint(a.run_dir, rank, t + 1,
+                                         integrity.fingerprint(q.asnumpy() for q in net.trainable_params()))
         if writer is not None:
             writer.add(records.Step(t, dt, int(bytes_per_step), g, acc, extra))
         hb.write_text(str(t))

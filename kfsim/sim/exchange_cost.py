@@ -3,7 +3,7 @@
 For each tensor the compressor's ``plan(shape, dtype)`` lists its rounds:
 ``Round(Law.SUM, bits)`` is an all-reduce of ``bits`` per worker,
 ``Round(Law.GATHER, bits)`` an all-gather where each rank contributes
-``bits``. Tensors of one DDP bucket (``compressors.buckets``) travel
+``bits``, ``Round(Law.MAX, bits)`` an all-reduce with max (priced as SUM). Tensors of one DDP bucket (``compressors.buckets``) travel
 together: round r of a bucket is one all-reduce of the summed SUM bytes plus
 one all-gather of the summed GATHER bytes. The bucket's exchange time is
 (collectives.md)
@@ -44,6 +44,13 @@ class TensorPlan(NamedTuple):
     enc_s: np.ndarray | None = None            # (T,) encode seconds (None: not priced, no cluster given)
     dec_s: np.ndarray | None = None            # (T,) decode seconds, fixed part
     dec_per_worker_s: np.ndarray | None = None  # (T,) decode seconds per gathered payload (× p)
+    max_workers: int = 0           # integer sums have headroom for at most this many workers (0: any)
+
+    def check_workers(self, p: int, spec: str = "the compressor") -> None:
+        """The ValueError for p workers beyond the plan's integer headroom."""
+        if self.max_workers and p > self.max_workers:
+            raise ValueError(f"{spec} sums integer codes with headroom for at most {self.max_workers} "
+                             f"workers, not {p} (raise its workers= parameter)")
 
 
 class BucketCost(NamedTuple):
@@ -75,9 +82,10 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPla
     sb = np.zeros((T, R))
     gb = np.zeros((T, R))
     coded = np.ones(T, dtype=bool)
+    cap = min((r.max_workers for p in plans for r in p if r.max_workers), default=0)
     for t, plan in enumerate(plans):
         for r, rnd in enumerate(plan):
-            if rnd.law == Law.SUM:
+            if rnd.law in (Law.SUM, Law.MAX):   # MAX: an all-reduce with max instead of +
                 sb[t, r] = rnd.bits / 8.0
             elif rnd.law == Law.GATHER:
                 gb[t, r] = rnd.bits / 8.0
@@ -86,14 +94,14 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPla
         if len(plan) == 1 and plan[0].law == Law.SUM and plan[0].bits == dense[t] * 8:
             coded[t] = not is_dense_exchange(comp, shapes[t], dtype)
     if cluster is None:
-        return TensorPlan(dense, sb, gb, coded)
+        return TensorPlan(dense, sb, gb, coded, max_workers=cap)
     r = rates(cluster)
     dt = np.dtype(dtype).name
     cost = np.zeros((3, T))
     for t, s in enumerate(shapes):
         if coded[t]:
             cost[:, t] = tensor_codec(comp, s, dt, r)
-    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2])
+    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap)
 
 
 def is_dense_exchange(comp, shape: tuple, dtype: str = "float32") -> bool:

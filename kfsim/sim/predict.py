@@ -81,6 +81,7 @@ def _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn=Non
     ct = compute_time(m, cl, batch)
     ids, ready = model_arrays(m, bucket_mb)
     plan = _priced_plan(comp, m.tensor_shapes, cl)
+    plan.check_workers(p, comp.spec)
     bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), comm_fn)
     if p == 1:  # nothing to exchange, nothing to encode
         z = np.zeros_like(bc.comm)

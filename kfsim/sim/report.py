@@ -1,8 +1,12 @@
-"""Writing sweep results: CSV, JSON (with the inputs that reproduce them), PNG plots.
+"""Writing sweep results: CSV, JSON (with the inputs that reproduce them), figures.
 
 Every file is written atomically (:func:`atomic_path`): a temp file in the same
 folder renamed into place, so a failed write never leaves a half-written file
-or destroys the one already there.
+or destroys the one already there. A figure is written twice
+(:func:`write_figure`): PNG at 200 dpi for screens, SVG beside it for papers.
+The figures of ``kfsim scale`` and ``kfsim advise`` are built here
+(:func:`scale_figure`, :func:`heatmap_figure`); how they look is
+:mod:`kfsim.sim.plotstyle`.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
+
+from kfsim.sim import plotstyle
 
 
 @contextlib.contextmanager
@@ -60,64 +66,87 @@ def write_json(path: Path, meta: dict, rows: Sequence[dict]) -> Path:
     return write_text(path, json.dumps({"meta": meta, "rows": list(rows)}, indent=1))
 
 
-def _plt():
+def write_figure(fig, path: str | Path) -> Path:
+    """Write ``fig`` as PNG at ``path`` (:data:`plotstyle.DPI`) and as SVG beside it (same name,
+    ``.svg``), after :func:`plotstyle.declutter`. Both are rendered to temp files first and then
+    renamed, so a failure leaves both old files as they were. Returns the PNG's path."""
+    path = Path(path)
+    plotstyle.declutter(fig)
+    targets = [(path, "png"), (path.with_suffix(".svg"), "svg")]
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+
+    with contextlib.ExitStack() as stack, matplotlib.rc_context({"svg.hashsalt": "kfsim"}):
+        for target, fmt in targets:
+            tmp = stack.enter_context(atomic_path(target))
+            fig.savefig(tmp, format=fmt, dpi=plotstyle.DPI, metadata={"Date": None} if fmt == "svg" else None)
+    return path
+
+
+@plotstyle.styled
+def scale_figure(rows: Sequence[dict], title: str):
+    """Time per iteration and scaling efficiency versus workers, one series per compressor."""
+    fig, (a1, a2) = plotstyle.figure(1, 2, height=3.4)
+    workers = sorted({r["workers"] for r in rows})
+    for i, spec in enumerate(dict.fromkeys(r["compressor"] for r in rows)):
+        rs = sorted((r for r in rows if r["compressor"] == spec), key=lambda r: r["workers"])
+        x = [r["workers"] for r in rs]
+        a1.plot(x, [r["total_s"] for r in rs], label=spec, **plotstyle.series(i))
+        a2.plot(x, [100 * r["scaling_efficiency"] for r in rs], **plotstyle.series(i))
+    for a in (a1, a2):
+        if plotstyle.log_if_spans(a, "x", workers, base=2):
+            plotstyle.integer_ticks(a.xaxis, workers)
+        a.set_xlabel("number of workers")
+    plotstyle.log_if_spans(a1, "y", [r["total_s"] for r in rows])
+    a1.set_ylabel("time per iteration [s]")
+    if not plotstyle.log_if_spans(a2, "y", [r["scaling_efficiency"] for r in rows]):
+        a2.set_ylim(0, 105)
+    a2.set_ylabel(r"scaling efficiency $T_1/T_p$ [%]")
+    plotstyle.legend_below(fig)
+    fig.suptitle(title)
+    plotstyle.declutter(fig)
+    return fig
 
 
 def plot_scale(path: Path, rows: Sequence[dict], title: str) -> Path:
-    """Time per iteration and scaling efficiency versus workers, one line per compressor."""
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for spec in dict.fromkeys(r["compressor"] for r in rows):
-        rs = [r for r in rows if r["compressor"] == spec]
-        x = [r["workers"] for r in rs]
-        a1.plot(x, [r["total_s"] for r in rs], marker="o", label=spec)
-        a2.plot(x, [r["scaling_efficiency"] for r in rs], marker="o", label=spec)
-    for a in (a1, a2):
-        a.set_xscale("log", base=2)
-        a.set_xlabel("workers")
-        a.grid(True, alpha=0.3)
-    a1.set_yscale("log")
-    a1.set_ylabel("time per iteration (s)")
-    a2.set_ylabel("scaling efficiency (T₁ / Tₚ)")
-    a2.set_ylim(0, 1.05)
-    a1.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-    finally:
-        plt.close(fig)
-    return path
+    """:func:`scale_figure`, written to ``path`` (PNG) and its ``.svg``."""
+    return write_figure(scale_figure(rows, title), path)
+
+
+@plotstyle.styled
+def heatmap_figure(speedup: np.ndarray, bandwidths_gbps: Sequence[float], workers: Sequence[int], title: str):
+    """Speedup over uncompressed, bandwidth rows × worker columns, each cell labelled; the colour
+    scale is logarithmic (log₂ of the speedup) and diverges at 1 (blue: faster, red: slower)."""
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    speedup = np.asarray(speedup, dtype=float)
+    fig, ax = plotstyle.figure(width=float(np.clip(2.6 + 0.5 * len(workers), plotstyle.NARROW, plotstyle.WIDE)),
+                               height=float(np.clip(1.4 + 0.27 * len(bandwidths_gbps), 3.0, 6.0)))
+    lg = np.log2(np.clip(speedup, 1e-6, None))
+    lim = max(float(np.ceil(np.abs(lg).max())), 1.0)
+    norm = TwoSlopeNorm(0.0, -lim, lim)
+    im = ax.imshow(lg, cmap="RdBu", norm=norm, aspect="auto", origin="lower")
+    for (i, j), s in np.ndenumerate(speedup):
+        dark = abs(norm(lg[i, j]) - 0.5) > 0.32
+        ax.text(j, i, f"{s:.2g}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    ax.set_xticks(range(len(workers)), [str(w) for w in workers])
+    ax.set_yticks(range(len(bandwidths_gbps)), [f"{b:g}" for b in bandwidths_gbps])
+    ax.grid(False)
+    ax.spines[:].set_visible(True)
+    ax.tick_params(length=0)
+    ax.set_xlabel("number of workers")
+    ax.set_ylabel("inter-node bandwidth [Gbit/s]")
+    cb = fig.colorbar(im, ax=ax, shrink=0.9)
+    step = max(1, int(lim) // 4)
+    cb.ax.yaxis.set_major_locator(FixedLocator(np.arange(-int(lim), int(lim) + 1, step)))
+    cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{2.0 ** v:g}" if v >= 0 else f"1/{2.0 ** -v:g}"))
+    cb.set_label("speedup over uncompressed [×]")
+    ax.set_title(title)
+    plotstyle.declutter(fig)
+    return fig
 
 
 def plot_heatmap(path: Path, speedup: np.ndarray, bandwidths_gbps: Sequence[float], workers: Sequence[int],
                  title: str) -> Path:
-    """Speedup over uncompressed (bandwidth rows × worker columns), log colour scale centred on 1."""
-    plt = _plt()
-    from matplotlib.colors import TwoSlopeNorm
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(workers), 1.2 + 0.45 * len(bandwidths_gbps)))
-    lg = np.log2(np.clip(speedup, 1e-6, None))
-    lim = max(float(np.abs(lg).max()), 0.1)
-    im = ax.imshow(lg, cmap="RdYlGn", norm=TwoSlopeNorm(0.0, -lim, lim), aspect="auto", origin="lower")
-    for i in range(len(bandwidths_gbps)):
-        for j in range(len(workers)):
-            ax.text(j, i, f"{speedup[i, j]:.2g}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(workers)), [str(w) for w in workers])
-    ax.set_yticks(range(len(bandwidths_gbps)), [f"{b:g}" for b in bandwidths_gbps])
-    ax.set_xlabel("workers")
-    ax.set_ylabel("inter-node bandwidth (Gbit/s)")
-    cb = fig.colorbar(im, ax=ax)
-    cb.set_label("log₂ speedup over uncompressed")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-    finally:
-        plt.close(fig)
-    return path
+    """:func:`heatmap_figure`, written to ``path`` (PNG) and its ``.svg``."""
+    return write_figure(heatmap_figure(speedup, bandwidths_gbps, workers, title), path)

@@ -123,6 +123,7 @@ class _Group(NamedTuple):
     dec_s: np.ndarray       # (T,) fixed decode seconds
     dec_pw: np.ndarray      # (T,) decode seconds per gathered payload
     max_bytes: float
+    max_workers: int        # integer-sum headroom of the plan (0: any)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -142,7 +143,8 @@ def _group(m, cl, comp, batch: int, bucket_mb: float) -> _Group:
     for a in (ready, M):
         a.flags.writeable = False
     return _Group(ct.fwd, ct.bwd, ct.opt, ready, np.cumsum(enc), float(enc.sum()), M, ids,
-                  plan.dec_s, plan.dec_per_worker_s, float(max(sums.max(initial=0.0), gath.max(initial=0.0))))
+                  plan.dec_s, plan.dec_per_worker_s, float(max(sums.max(initial=0.0), gath.max(initial=0.0))),
+                  plan.max_workers)
 
 
 def _decodes(g: _Group, p: np.ndarray):
@@ -226,7 +228,8 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
     models: catalog names / ModelProfiles (or one); compressors: specs / Compressors (or one);
     bandwidths: inter-node bytes/s (None: the cluster's own). Other arguments as
     :func:`kfsim.sim.predict.predict_iteration`. Returns shape (models, compressors, bandwidths,
-    workers)."""
+    workers); NaN where the workers exceed a compressor's integer headroom
+    (``sumquant(workers=W)``), which ``predict_iteration`` refuses."""
     if isinstance(models, (str, ModelProfile)) or not isinstance(models, (Sequence, np.ndarray)):
         models = [models]
     if isinstance(compressors, str) or not isinstance(compressors, (Sequence, np.ndarray)):
@@ -271,4 +274,6 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
         for j, g in enumerate(row):
             out[i, j] = _group_totals(g, coef, p, bool(overlap), lam)
             out[i, j][:, one] = (g.fwd + g.bwd) + g.opt         # p = 1: nothing exchanged (schedule's value)
+            if g.max_workers:
+                out[i, j][:, p > g.max_workers] = np.nan        # beyond the integer headroom (predict raises)
     return out

@@ -57,11 +57,12 @@ def merge(data: dict, collectives: Sequence[Measured], compute: Sequence[dict], 
 
 def measure(rates_mbit: Sequence[float], workers: Sequence[int], sizes: Sequence[int], layers_list=(),
             batch: int = 64, repeats: int = 3, log_root: str | Path | None = None, log=print,
-            specs: Sequence[str] = (), hidden: int = 1400, global_batch: int = 64):
+            specs: Sequence[str] = (), hidden: int = 1400, global_batch: int = 64, imports: Sequence[str] = ()):
     """Run the micro-benchmarks; returns (collective measurements, compute entries, model entries,
     step entries). ``specs``: compressors whose codec cost to measure on the launcher's ``wide``
     MLP — p independent one-worker jobs at once (the CPU contention of a p-rank job, no network),
-    each spec and ``native``; codec = T(spec) − T(native)."""
+    each spec and ``native``; codec = T(spec) − T(native). ``imports``: ``--import`` targets of the
+    workers (modules registering the specs' compressors, :mod:`kfsim.imports`)."""
     if not rates_mbit and not specs and not layers_list:
         raise ValueError("nothing to measure")
     if not workers:
@@ -89,7 +90,7 @@ def measure(rates_mbit: Sequence[float], workers: Sequence[int], sizes: Sequence
                 for spec in ["native", *specs]:
                     log(f"steps: {spec} on {wide_name(hidden)}, {p} independent workers, batch {global_batch // p}")
                     r = run_steps(tb, p, spec, hidden, global_batch, steps=max(repeats, 3) + 2, skip=2,
-                                  log_root=log_root, independent=True)
+                                  log_root=log_root, independent=True, imports=imports)
                     steps.append({"p": p, "spec": spec, "model": wide_name(hidden), "global_batch": global_batch,
                                   "seconds": r.step_s, "all_s": r.steps_s})
     return coll, compute, models, steps

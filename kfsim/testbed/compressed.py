@@ -15,11 +15,13 @@ Its catalog model (``wide-H``) lists the parameters in sorted-name order
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from kfsim.imports import for_workers
 from kfsim.testbed.netns import Testbed
 from kfsim.testbed.run import run_job, tail_logs
 
@@ -57,9 +59,10 @@ class StepRun(NamedTuple):
 
 def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 64, steps: int = 6,
               skip: int = 2, log_root: str | Path | None = None, timeout_s: float = 280.0,
-              independent: bool = False) -> StepRun:
+              independent: bool = False, imports=()) -> StepRun:
     """A p-worker job of the launcher's worker; ``independent``: p one-worker jobs at once, each
-    with the per-worker batch B/p (compute + codec under the same CPU contention, no network)."""
+    with the per-worker batch B/p (compute + codec under the same CPU contention, no network).
+    ``imports``: what each worker imports first (``--import`` targets, :mod:`kfsim.imports`)."""
     if steps <= skip:
         raise ValueError(f"steps ({steps}) must exceed skipped compile steps ({skip})")
     if batch % p:
@@ -76,8 +79,12 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
     args = ["--spec", spec, "--model", "wide", "--hidden", str(hidden), "--steps", str(steps),
             "--batch", str(batch // p if independent else batch), "--run-dir", str(run_dir),
             "--record", str(record), "--limit-test", "200"]
+    targets, paths = for_workers(imports)
+    for t in targets:
+        args += ["--import", t]
+    env = {"PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])} if paths else None
     res = run_job(tb, worker_script(), args, log_dir=cell / "logs", workers=p, timeout_s=timeout_s,
-                  independent=independent)
+                  independent=independent, env=env)
     records = [Path(str(record).replace("{node}", str(i))) for i in range(p)] if independent else [record]
     if not res.ok or not all(r.exists() for r in records):
         raise RuntimeError(f"training run {spec!r} failed (p={p}, {rate:g} Mbit/s, rc={res.returncodes}, "

@@ -21,7 +21,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from kfsim.sim.report import atomic_path
+from kfsim.sim import plotstyle
+from kfsim.sim.report import write_figure
 from kfsim.testbed import microbench
 from kfsim.testbed.netns import Shape, Testbed
 from kfsim.testbed.profile import read_profile
@@ -65,7 +66,8 @@ def profile_for(directory: str | Path, name: str, rate: float, p: int) -> Path:
     for cand in (d / f"{name}-{rate:g}mbit-p{p}.toml", d / f"{name}-{rate:g}mbit.toml"):
         if cand.exists():
             return cand
-    raise ValueError(f"no profile for {rate:g} Mbit/s in {d} (run `kfsim calibrate --name {name} --rates {rate:g}`)")
+    raise ValueError(f"no profile for {rate:g} Mbit/s in {d} "
+                     f"(run `kfsim calibrate --name {name} --bandwidth {rate:g}Mbit/s`)")
 
 
 def validate_collectives(directory, name, rates, workers, sizes, repeats=3, log_root=None, log=print) -> list[Case]:
@@ -111,7 +113,7 @@ def predict_steps(profile: str | Path, hidden: int, p: int, spec: str, global_ba
 
 
 def validate_compressed(directory, name, rates, workers, specs, hidden=1400, global_batch=64, steps=5,
-                        log_root=None, log=print) -> list[Case]:
+                        log_root=None, log=print, imports=()) -> list[Case]:
     """Native and compressed training steps of kfsim.launch's worker: predicted, then measured."""
     from kfsim.testbed.compressed import run_steps, wide_name
     cases = []
@@ -123,7 +125,8 @@ def validate_compressed(directory, name, rates, workers, specs, hidden=1400, glo
                 for spec in specs:
                     pred = predict_steps(prof, hidden, p, spec, global_batch)
                     log(f"{spec} {wide_name(hidden)} {rate:g} Mbit/s p={p}: predicted {pred:.3f} s")
-                    r = run_steps(tb, p, spec, hidden, global_batch, steps=steps, skip=2, log_root=log_root)
+                    r = run_steps(tb, p, spec, hidden, global_batch, steps=steps, skip=2, log_root=log_root,
+                                  imports=imports)
                     cases.append(Case("none" if spec == "native" else spec, wide_name(hidden), rate, p, pred,
                                       r.step_s, r.tx_per_step))
                     log(f"  measured {r.step_s:.3f} s ({(pred - r.step_s) / r.step_s:+.1%})")
@@ -166,33 +169,37 @@ def speedups(cases: Sequence[Case]) -> list[tuple[float, int, str, float]]:
             for c in cases if c.kind not in ("none", "allreduce", "allgather") and (c.rate_mbit, c.p, c.detail) in base]
 
 
-def plot(cases: Sequence[Case], path: str | Path) -> Path:
-    """Predicted vs measured (log-log), one marker per kind, the ±15 % band shaded."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    lo = min(min(c.measured_s, c.predicted_s) for c in cases) / 1.5
-    hi = max(max(c.measured_s, c.predicted_s) for c in cases) * 1.5
+KIND_LABELS = {"none": "none (native all-reduce)", "allreduce": "all-reduce alone", "allgather": "all-gather alone"}
+
+
+@plotstyle.styled
+def figure(cases: Sequence[Case]):
+    """Predicted against measured time (log-log where the times span decades), one marker per
+    kind of case, y = x solid and the ±15 % band shaded."""
+    fig, ax = plotstyle.figure(width=plotstyle.NARROW, height=4.4)
+    times = [t for c in cases for t in (c.measured_s, c.predicted_s)]
+    lo, hi = min(times) / 1.4, max(times) * 1.4
     xs = np.geomspace(lo, hi, 50)
-    ax.plot(xs, xs, "k-", lw=0.8)
-    ax.fill_between(xs, xs / 1.15, xs * 1.15, color="0.9", label="±15 %")
-    for kind in sorted({c.kind for c in cases}):
+    ax.fill_between(xs, xs / 1.15, xs * 1.15, color="0.88", lw=0, label="±15 % of measured")
+    ax.plot(xs, xs, color=plotstyle.REFERENCE, lw=0.8, marker="none", ls="-", label="predicted = measured")
+    for i, kind in enumerate(sorted({c.kind for c in cases})):
         sel = [c for c in cases if c.kind == kind]
-        ax.scatter([c.measured_s for c in sel], [c.predicted_s for c in sel], label=kind, s=18)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured s")
-    ax.set_ylabel("predicted s (kfsim)")
+        ax.plot([c.measured_s for c in sel], [c.predicted_s for c in sel], markersize=5,
+                label=KIND_LABELS.get(kind, kind), **{**plotstyle.series(i), "linestyle": "none"})
+    for which in ("x", "y"):
+        plotstyle.log_if_spans(ax, which, times)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel("measured time [s]")
+    ax.set_ylabel("predicted time (kfsim) [s]")
     med, worst = summary(cases)
-    ax.set_title(f"testbed vs simulator: median |err| {med:.1%}, worst {worst:.1%}", fontsize=9)
-    ax.legend(fontsize=7)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=120, format="png")
-    finally:
-        plt.close(fig)
-    return path
+    ax.set_title(f"testbed vs simulator, {len(cases)} cases: median |error| {med:.1%}, worst {worst:.1%}")
+    ax.legend(loc="upper left")
+    plotstyle.declutter(fig)
+    return fig
+
+
+def plot(cases: Sequence[Case], path: str | Path) -> Path:
+    """:func:`figure`, written to ``path`` (PNG) and its ``.svg``."""
+    return write_figure(figure(cases), path)

@@ -49,6 +49,7 @@ def run(cfg: RunConfig, *, record: str | None = None, task: tasks.Task | None = 
     if cfg.mode == "async":
         return mark_divergence(async_replay.run(cfg, record=record, task=task, progress=progress))
     trainer = Trainer(cfg, task)
+    trainer.clock().iteration(trainer.comp, 0)  # a bad cluster or collective fails before the record opens
     if record is None:
         return mark_divergence(trainer.run(progress=progress))
     with records.Writer(record, "simulated", meta(cfg)) as w:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
 import compressors
-from kfsim.sim.report import atomic_path, write_text
+from kfsim.sim import plotstyle
+from kfsim.sim.report import atomic_path, write_figure, write_text
 from kfsim.train import loop, tasks, timing
 from kfsim.train.config import RunConfig
 
@@ -88,9 +89,13 @@ def iteration_times(comp, model: str, cfg: StudyConfig, bandwidth: float, steps:
     return [clock.iteration(comp, t) for t in range(steps)]
 
 
-def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], None] = print) -> list[dict]:
+def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], None] = print,
+              progress: Callable[[int, int, str], Callable | None] | None = None) -> list[dict]:
     """Run every spec, write ``study.csv``, ``study.json``, ``accuracy_vs_time.png``
-    and one run record per compressor under ``runs/``; return the rows."""
+    and one run record per compressor under ``runs/``; return the rows.
+
+    ``progress(i, n, spec)``, called before run i of n, may return that run's
+    per-step callback (``progress`` of :func:`kfsim.train.loop.run`)."""
     out = Path(out_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     comps = check_specs(cfg.specs)
@@ -109,7 +114,8 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
                        limit_test=cfg.limit_test, target_accuracy=cfg.target_accuracy, cluster=cfg.cluster,
                        bandwidth_gbit=cfg.bandwidths[0])
         t0 = time.perf_counter()
-        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{_slug(spec)}.jsonl"), task=task)
+        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{_slug(spec)}.jsonl"), task=task,
+                       progress=None if progress is None else progress(i, len(comps), spec))
         row = {"compressor": spec, "ratio": ratio(comp, model),
                "final_accuracy": res.summary["final_accuracy"],
                "final_train_loss": res.summary["final_train_loss"],
@@ -166,28 +172,33 @@ def write_csv(path: Path, rows: list[dict], bandwidths) -> None:
             w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
 
 
-def plot(path: Path, curves: dict, cfg: StudyConfig) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+@plotstyle.styled
+def figure(curves: dict, cfg: StudyConfig):
+    """Test accuracy against simulated training time, one panel per bandwidth, one series per
+    compressor (same colour and marker in every panel), the target accuracy dotted."""
     bws = list(curves)
-    fig, axes = plt.subplots(1, len(bws), figsize=(6.5 * len(bws), 4.5), squeeze=False)
+    fig, axes = plotstyle.figure(1, len(bws), width=plotstyle.WIDE if len(bws) > 1 else plotstyle.NARROW,
+                                 height=3.3, squeeze=False, sharey=True)
+    specs = list(dict.fromkeys(spec for b in bws for spec in curves[b]))
+    times = [p[0] for b in bws for pts in curves[b].values() for p in pts]
     for ax, b in zip(axes[0], bws):
-        for spec, pts in curves[b].items():
+        for i, spec in enumerate(specs):
+            pts = curves[b].get(spec) or []
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=spec)
-        ax.axhline(cfg.target_accuracy, color="grey", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"simulated time (s), {b:g} Gbit/s, {cfg.workers} workers")
-        ax.set_ylabel("test accuracy")
-        ax.set_title(f"{cfg.task}: accuracy vs simulated time")
-        ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-    finally:
-        plt.close(fig)
+                ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], label=spec, **plotstyle.series(i),
+                        markersize=3.5)
+        ax.axhline(100 * cfg.target_accuracy, color=plotstyle.REFERENCE, ls=":", lw=1,
+                   label=f"target {cfg.target_accuracy:.0%}")
+        plotstyle.log_if_spans(ax, "x", times)
+        ax.set_xlabel("simulated training time [s]")
+        ax.set_title(f"{b:g} Gbit/s between nodes, {cfg.workers} workers")
+    axes[0][0].set_ylabel("test accuracy [%]")
+    plotstyle.legend_below(fig)
+    fig.suptitle(f"{cfg.task}: test accuracy against simulated training time")
+    plotstyle.declutter(fig)
+    return fig
+
+
+def plot(path: Path, curves: dict, cfg: StudyConfig) -> Path:
+    """:func:`figure`, written to ``path`` (PNG) and its ``.svg``."""
+    return write_figure(figure(curves, cfg), path)

@@ -46,6 +46,9 @@ def test_plan_bits_equal_payload_bits_for_every_shape_and_dtype(spec):
                 lambda g: protocol.run(OPS, comp, [g], [comp.init(OPS, g)], [C.make_keys(OPS, 0, 0)],
                                        record=True).log[0].sent[0], g)
             for (name, x), plan, pay in zip(sorted(g.items()), comp.tree_plan(g), payloads):
+                if x.size == 0:  # compressors.core.EMPTY: no round, nothing on the wire
+                    assert plan == () and pay is None and comp.wire_bits(x.shape, x.dtype) == 0, name
+                    continue
                 assert len(plan) == 1
                 assert shape_bits(pay) == plan[0].bits, (name, plan, jax.tree_util.tree_map(np.shape, pay))
                 assert comp.wire_bits(x.shape, x.dtype) == plan[0].bits

@@ -117,8 +117,11 @@ def test_error_feedback_conserves_the_gradient_sum(spec):
     np.testing.assert_allclose(total_sent + residual, total_g, rtol=1e-5, atol=1e-5)
 
 
+# one SUM round and a linear decode; countsketch's payload sums but its decode (top-k of the
+# summed sketch) is not linear: tests/compressors/test_countsketch.py checks the sketches add up
 SUMMABLE = [s for s in EXAMPLE_SPECS
-            if all(r.law is C.Law.SUM for r in C.parse(s).step(0).plan((12, 10))) and C.parse(s).rounds((12, 10)) == 1]
+            if all(r.law is C.Law.SUM for r in C.parse(s).step(0).plan((12, 10))) and C.parse(s).rounds((12, 10)) == 1
+            and not s.startswith("countsketch")]
 
 
 @pytest.mark.parametrize("spec", SUMMABLE)

@@ -125,7 +125,10 @@ def test_runner_issues_exactly_the_plans_collectives(spec):
         assert all(c.round < len(res.plan.leaf_rounds[i]) and res.plan.leaf_rounds[i][c.round].law is c.law
                    for i in c.leaves)
     covered = sorted(i for c in res.plan.collectives if c.round == 0 for i in c.leaves)
-    assert covered == list(range(len(res.plan.leaf_rounds)))
+    with_rounds = [i for i, rounds in enumerate(res.plan.leaf_rounds) if rounds]
+    assert covered == with_rounds
+    assert len(with_rounds) == len(res.plan.leaf_rounds) - 1       # only the empty leaf "e" sends nothing
+    assert res.plan.leaf_rounds[sorted(grads[0]).index("e")] == ()
 
 
 def test_state_mirrors_the_gradient_tree():

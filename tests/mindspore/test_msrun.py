@@ -25,7 +25,7 @@ from kfsim import records
 from kfsim.launch import LaunchError, launch
 
 LOSS_TOL = 1e-4
-TOL = {"ef(topk(ratio=0.01))": 1e-4, "qsgd(levels=127, bucket=64)": 2e-3}
+TOL = {"ef(topk(ratio=0.01))": 1e-4, "qsgd(levels=127, bucket=64)": 2e-3, "sumquant(bits=4, workers=16)": 2e-3}
 STEPS = 20
 
 
@@ -37,7 +37,8 @@ def simulate(spec, steps, model="mlp", batch=64, seed=0):
     return [s.loss for s in loop.run(cfg).steps]
 
 
-@pytest.mark.parametrize("spec", ["ef(topk(ratio=0.01))", "qsgd(levels=127, bucket=64)"])
+@pytest.mark.parametrize("spec", ["ef(topk(ratio=0.01))", "qsgd(levels=127, bucket=64)",
+                                  "sumquant(bits=4, workers=16)"])
 def test_msrun_matches_simulation(spec, tmp_path):
     res = launch(spec, workers=2, steps=STEPS, batch=64, seed=0, rng="exact", record=tmp_path / "ms.jsonl",
                  timeout_s=600, log_dir=tmp_path / "logs")
@@ -56,16 +57,19 @@ def test_msrun_matches_simulation(spec, tmp_path):
     # one collective per bucket, round, law and payload dtype, as traced
     from backends.mindspore.exchange import trace_exchange
     t = trace_exchange(comp, model_avals("mlp"), n=2, ranks=[0], seed=0, comm="collective", who=spec)
-    calls = sum(1 for e in t.prog.eqns if e.op in ("comm_sum", "comm_gather"))
+    from compressors.traced import COMM_OPS
+    calls = sum(1 for e in t.prog.eqns if e.op in COMM_OPS)
     assert len(plan.collectives) <= calls <= 2 * len(plan.collectives)
     assert all(s.extra["collectives"] == calls for s in rec.steps)
 
 
 def test_native_allreduce_cnn_matches_simulated_dense(tmp_path):
     """The baseline (MindSpore's own all-reduce) on the CNN equals the simulated none()."""
+    seen = []  # the steps streamed to progress while the job ran (the launcher tails rank 0's record)
     res = launch("native", workers=2, model="cnn", steps=6, batch=32, record=tmp_path / "n.jsonl",
-                 timeout_s=600, log_dir=tmp_path / "logs", eval_every=6, limit_test=200)
+                 timeout_s=600, log_dir=tmp_path / "logs", eval_every=6, limit_test=200, progress=seen.append)
     rec = records.read(res.record)
+    assert [(s.step, s.loss, s.extra["wall_s"]) for s in seen] == [(s.step, s.loss, s.time_s) for s in rec.steps]
     sim = simulate("none()", 6, model="cnn", batch=32)
     assert max(abs(a - b) for a, b in zip(rec.losses, sim)) < LOSS_TOL
     assert rec.steps[-1].accuracy is not None
@@ -91,6 +95,27 @@ def test_checkpoint_resume_and_killed_worker(tmp_path):
     assert [s.step for s in resumed.steps] == [4, 5, 6, 7]
     assert [s.loss for s in resumed.steps] == [s.loss for s in full.steps[4:]]
     assert [s.extra["rank_loss"] for s in resumed.steps] == [s.extra["rank_loss"] for s in full.steps[4:]]
+    # sealed files and a set manifest; a fresh launch into the directory refuses
+    assert (ck / "rank1.step4.ckpt.sha256").exists() and (ck / "step4.set.json").exists()
+    with pytest.raises(ValueError, match="already holds a run"):
+        launch(spec, steps=8, batch=64, ckpt_dir=ck, ckpt_every=2)
+    # a resume with a changed learning rate refuses unless allowed, then the record says so
+    with pytest.raises(ValueError, match="lr: saved 0.1 vs now 0.05.*--allow-change lr"):
+        launch(spec, steps=8, batch=64, lr=0.05, ckpt_dir=ck, resume_step=4)
+    # one flipped byte in a rank's file: refused before any worker starts, naming the file
+    data = bytearray((ck / "rank1.step4.ckpt").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (ck / "rank1.step4.ckpt").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"rank1\.step4\.ckpt is corrupt"):
+        launch(spec, steps=8, batch=64, ckpt_dir=ck, resume_step=4)
+
+
+def test_diverged_replicas_stop_the_job(tmp_path):
+    """Rank 1 nudges a weight at step 3: the fingerprints of step 4 differ and the job stops there."""
+    with pytest.raises(LaunchError, match="replicas diverged at step 4") as info:
+        launch("ef(topk(ratio=0.01))", steps=10, batch=64, fingerprint_every=2, timeout_s=600,
+               log_dir=tmp_path / "l", extra_args=["--perturb-at", "3"])
+    assert "rank 0:" in str(info.value) and "rank 1:" in str(info.value)
 
 
 def test_bad_input_fails_before_any_worker_starts(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def test_scale_small_sweep_writes_files(tmp_path):
 
 def test_scale_config_file_and_flag_override(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[scale]\nmodel = "resnet-50"\nworkers = [4]\ncompressors = ["none", "fp16"]\n'
+    cfg.write_text('[scale]\nmodel = "resnet-50"\nworkers = [4]\ncompressor = ["none", "fp16"]\n'
                    '[cluster]\ninter = "10gbe"\n')
     r = runner.invoke(app, ["scale", "--config", str(cfg), "--workers", "8", "--out", str(tmp_path), "--no-plot",
                             "--quiet"])
@@ -54,7 +54,7 @@ def test_scale_default_compressors_resolve():
 @pytest.mark.parametrize("args,msg", [(["--workers", "0"], "scale.workers"),
                                       (["--model", "alexnet"], "scale.model"),
                                       (["--bucket-mb", "100000"], "scale.bucket_mb"),
-                                      (["--inter-gbps", "0"], "inter-gbps")])
+                                      (["--bandwidth", "0Gbit/s"], "--bandwidth")])
 def test_scale_errors(tmp_path, args, msg):
     r = runner.invoke(app, ["scale", *args, "--out", str(tmp_path)])
     assert r.exit_code == 2
@@ -62,7 +62,7 @@ def test_scale_errors(tmp_path, args, msg):
 
 
 def test_advise_writes_heatmap(tmp_path):
-    r = runner.invoke(app, ["advise", "--model", "resnet-50", "-c", "powersgd(rank=4)", "--bandwidths", "1,100",
+    r = runner.invoke(app, ["advise", "--model", "resnet-50", "-c", "powersgd(rank=4)", "--bandwidth", "1Gbit/s,100Gbit/s",
                             "--workers", "8,64", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "advise.png").stat().st_size > 1000

@@ -1,0 +1,183 @@
+"""``top_k_abs`` of big float rows on the CPU as an XLA custom call (no Python per call).
+
+``jax.pure_callback`` costs a ``device_put`` of every operand and a trip
+through the interpreter (the GIL) per call: at 16 simulated workers that is
+16 copies of each 200k-entry layer and 16 Python calls per step. Here the
+selection is a Numba ``cfunc`` registered as a legacy (API version 0) CPU
+custom call: ``out`` is the int32 (rows, k) result, ``ins[0]`` the rows in
+place, ``ins[1]`` an int32 ``[rows, n, k]``. Under ``jax.vmap`` a
+``custom_vmap`` rule calls it again on the batched rows, so one call serves
+every worker.
+
+Each row is ``backends.numpy.fused_topk``'s selection (sampled threshold on
+magnitude keys, one collecting pass, radix selection of the survivors) with a
+*stratified* sample: sample j is a hashed position inside the j-th of s equal
+strata rather than the stratum's first entry. A plain stride (n/s = 64 for a
+784x256 layer) aliases with the tensor's rows (it reads only 4 of its 256
+columns); when those columns are atypical (dead ReLU units, small deltas) the
+threshold misses. A missed threshold (rare) reruns the row with every key a
+survivor, the same radix selection and walk: the indices of the k largest
+``|x|``, lowest index first among ties, ascending, exactly what the reference
+composition ``nonzero(scatter(top_k(abs(x), k)))`` lists.
+"""
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from backends.numpy.fused_topk import collect, kth_largest
+from backends.numpy.topk import SAMPLE, sampled_threshold
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish(bits, k, mask, nbits, t, cap, out):
+    """Survivors (keys > t; the first k keys == t) in index order, then the
+    k largest of them into ``out``; False when the survivors overflow
+    ``cap`` or fall short of k."""
+    gi = np.empty((1, cap + 65), np.int32)
+    gk = np.empty((1, cap + 65), bits.dtype)
+    ties = np.empty(k, np.int32)
+    ng, ne = collect(bits, mask, t, 0, bits.size, k, gi[0], gk[0], ties)
+    if ng < 0:
+        return False
+    at = 0
+    if ng >= k:
+        counts = np.full(1, ng, np.int64)
+        big = kth_largest(gk, counts, k, nbits)
+        above = 0
+        for j in range(ng):
+            above += gk[0, j] > big
+        equal = k - above  # keys == big to keep, lowest index first
+        for j in range(ng):
+            v = gk[0, j]
+            if v > big or (v == big and equal > 0):
+                equal -= v == big
+                out[at] = gi[0, j]
+                at += 1
+        return True
+    need = k - ng  # every survivor, and this many keys == t, lowest index first
+    if ne < need:
+        return False
+    a = 0
+    b = 0
+    while a < ng or (b < ne and need > 0):
+        if b < ne and need > 0 and (a == ng or ties[b] < gi[0, a]):
+            out[at] = ties[b]
+            b += 1
+            need -= 1
+        else:
+            out[at] = gi[0, a]
+            a += 1
+        at += 1
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def select_row(bits, k, mask, nbits, out):
+    """``out`` = the indices of the k largest keys ``bits & mask`` of one row
+    (module doc); exact for any sample."""
+    n = bits.size
+    s = min(n, SAMPLE, max(1024, n // 64))
+    if 4 * k <= n:
+        sample = np.empty(s, bits.dtype)
+        for j in range(s):
+            lo = (j * n) // s
+            width = ((j + 1) * n) // s - lo
+            sample[j] = bits[lo + (j * 2654435761) % width] & mask
+        t, rank = sampled_threshold(sample, k, n)
+        if rank >= 0 and _finish(bits, k, mask, nbits, t, int(2.0 * n * (rank + 1) / s) + 1024, out):
+            return
+    _finish(bits, k, mask, nbits, -1, n, out)  # every key survives
+
+
+@intrinsic
+def _ptr(typingctx, addr):
+    """int64 address -> void* (to view the call frame's structs with ``carray``)."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return types.voidptr(types.int64), codegen
+
+
+# XLA's typed FFI (xla/ffi/api/c_api.h, the header ``jax.ffi.include_dir()`` ships),
+# read as int64 words on a 64-bit host: XLA_FFI_CallFrame {struct_size, extension_start,
+# api, ctx, stage, args {struct_size, extension_start, size, types, args}, rets {same}, ...};
+# XLA_FFI_Buffer {struct_size, extension_start, dtype, data, rank, dims}.
+_FRAME_EXT, _FRAME_STAGE, _FRAME_ARGS, _FRAME_RETS = 1, 4, 9, 14
+_BUF_DATA, _BUF_RANK, _BUF_DIMS = 3, 4, 5
+_STAGE_EXECUTE = 3
+_EXT_METADATA = 1
+_API_MAJOR, _API_MINOR = 0, 1  # the API this handler is written against (XLA accepts older minors)
+
+
+@numba.njit(cache=True, nogil=True)
+def _buffer(list_addr, i):
+    """(data address, dims) of buffer i of an args/rets list."""
+    buf = numba.carray(_ptr(numba.carray(_ptr(list_addr), (i + 1,), np.int64)[i]), (6,), np.int64)
+    return buf[_BUF_DATA], numba.carray(_ptr(buf[_BUF_DIMS]), (buf[_BUF_RANK],), np.int64)
+
+
+def _handler(width: int):
+    bits_t = np.int32 if width == 4 else np.int64
+    mask = bits_t((1 << (8 * width - 1)) - 1)
+    nbits = 8 * width - 1
+
+    @numba.cfunc(types.voidptr(types.voidptr), cache=True)
+    def call(frame):
+        cf = numba.carray(frame, (16,), np.int64)
+        if cf[_FRAME_EXT] != 0:  # a metadata query: report the API version, no traits
+            ext = numba.carray(_ptr(cf[_FRAME_EXT]), (4,), np.int64)
+            if np.int32(ext[1] & 0xFFFFFFFF) == _EXT_METADATA:
+                meta = numba.carray(_ptr(ext[3]), (10,), np.int32)
+                meta[6] = _API_MAJOR  # api_version.major_version
+                meta[7] = _API_MINOR
+                meta[8] = 0  # traits
+            return _ptr(0)
+        if np.int32(cf[_FRAME_STAGE] & 0xFFFFFFFF) != _STAGE_EXECUTE:
+            return _ptr(0)
+        x_addr, xd = _buffer(cf[_FRAME_ARGS], 0)
+        o_addr, od = _buffer(cf[_FRAME_RETS], 0)
+        n = xd[xd.size - 1]
+        k = od[od.size - 1]
+        rows = 1
+        for j in range(xd.size - 1):
+            rows *= xd[j]
+        bits = numba.carray(_ptr(x_addr), (rows, n), bits_t)
+        idx = numba.carray(_ptr(o_addr), (rows, k), np.int32)
+        for i in range(rows):
+            select_row(bits[i], k, mask, nbits, idx[i])
+        return _ptr(0)
+
+    return call
+
+
+@functools.lru_cache(maxsize=None)
+def _target(width: int) -> str:
+    """Register the handler for float rows of ``width`` bytes (once); its name."""
+    import jax
+
+    name = f"kfsim_top_k_abs_f{8 * width}"
+    fn = _handler(width)
+    _KEEP.append(fn)  # the registered pointer must outlive the call sites
+    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(fn.address), platform="cpu")
+    return name
+
+
+_KEEP: list = []
+
+
+def top_k_abs(x, k: int):
+    """int32 indices (..., k): ``Fused.top_k_abs`` of each row (last axis) of a
+    float32/float64 JAX array on the CPU, jit- and vmap-safe (not differentiable);
+    under ``jax.vmap`` the one call takes every row."""
+    import jax
+    import jax.numpy as jnp
+
+    f = jax.ffi.ffi_call(_target(x.dtype.itemsize), jax.ShapeDtypeStruct(x.shape[:-1] + (int(k),), jnp.int32),
+                         vmap_method="broadcast_all")
+    return f(x)
