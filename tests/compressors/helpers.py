@@ -6,6 +6,7 @@ import numpy as np
 
 import backends
 import compressors as C
+from compressors import protocol
 
 OPS = backends.get("jax")
 
@@ -31,6 +32,23 @@ def run(spec: str | C.Compressor, grads_per_worker: list, steps: int = 1, seed: 
 
 def payload_bits(payload) -> int:
     return sum(int(np.asarray(a).nbytes) * 8 for a in jax.tree_util.tree_leaves(payload))
+
+
+def check_plan_bits(spec: str, shapes: dict) -> None:
+    """On one worker, every round of every leaf sends exactly the plan's bits, and the
+    mean keeps each leaf's shape and dtype — for float32, float16, bfloat16 and float64."""
+    import ml_dtypes
+
+    with jax.enable_x64(True):
+        for dt in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64):
+            rng = np.random.default_rng(0)
+            g = {n: OPS.asarray(rng.normal(size=s).astype(dt)) for n, s in shapes.items()}
+            comp = C.parse(spec)
+            res = protocol.run(OPS, comp, [g], [comp.init(OPS, g)], [C.make_keys(OPS, 0, 0)], record=True)
+            for i, ((name, x), plan) in enumerate(zip(sorted(g.items()), comp.tree_plan(g))):
+                sent = [payload_bits(log.sent[0][i]) for log in res.log[:len(plan)]]
+                assert sent == [r.bits for r in plan], (name, dt)
+                assert res.mean[name].shape == x.shape and res.mean[name].dtype == x.dtype
 
 
 def leaf_state(state, grads, name: str):
