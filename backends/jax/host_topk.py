@@ -3,11 +3,12 @@
 ``jax.pure_callback`` costs a ``device_put`` of every operand and a trip
 through the interpreter (the GIL) per call: at 16 simulated workers that is
 16 copies of each 200k-entry layer and 16 Python calls per step. Here the
-selection is a Numba ``cfunc`` registered as a legacy (API version 0) CPU
-custom call: ``out`` is the int32 (rows, k) result, ``ins[0]`` the rows in
-place, ``ins[1]`` an int32 ``[rows, n, k]``. Under ``jax.vmap`` a
-``custom_vmap`` rule calls it again on the batched rows, so one call serves
-every worker.
+selection is a Numba ``cfunc`` registered as an XLA typed-FFI CPU handler
+(``jax.ffi.register_ffi_target``; the call frame is read with the layout of
+``xla/ffi/api/c_api.h`` that jax ships, pinned by the jax version range in
+pyproject.toml): it reads the rows in place and writes the int32
+(..., k) result; with ``vmap_method="broadcast_all"`` one call serves every
+worker under ``jax.vmap``.
 
 Each row is ``backends.numpy.fused_topk``'s selection (sampled threshold on
 magnitude keys, one collecting pass, radix selection of the survivors) with a
