@@ -21,6 +21,8 @@ into a finite, wrong answer.
 """
 from __future__ import annotations
 
+import os
+
 import ml_dtypes
 import numpy as np
 
@@ -28,6 +30,16 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(np.float32), np.dtype(np.float16), BF16, np.dtype(np.float64)]
 KINDS = {"empty": (0,), "empty2d": (0, 3), "scalar": (), "one": (1,), "huge": (4, 3, 5)}
 EMPTY_KINDS = ("empty", "empty2d")
+FULL = os.environ.get("KFSIM_EDGE_FULL") == "1"
+
+
+def matrix(specs) -> list:
+    """(spec, dtype) cases of the default suite: every spec in float32 and, in
+    turn, one of float16 / bfloat16 / float64 (each dtype meets a third of the
+    specs, every codec family meets each); ``KFSIM_EDGE_FULL=1``: every pair."""
+    others = DTYPES[1:]
+    return [(s, d) for i, s in enumerate(specs) for d in DTYPES
+            if FULL or d == DTYPES[0] or d == others[i % len(others)]]
 
 # Wire formats that saturate by design (documented): an fp16 cast of a value
 # beyond 65504 is ±inf (compressors/cast.py), lptopk's fp16 values are

@@ -1,6 +1,7 @@
 """The edge-input conformance matrix: compressor × input kind × backend.
 
-For every example spec (``tests/specs.py``) and dtype, two workers run two
+For every example spec (``tests/specs.py``) in float32 and one other dtype in
+turn (``edges.matrix``; ``KFSIM_EDGE_FULL=1``: every dtype), two workers run two
 steps of the runner (``compressors.protocol.run``) on every backend with one
 pytree holding every input kind of ``tests/edges.py`` (empty, empty 2-D,
 scalar, length-1, ordinary, near-overflow). Asserted:
@@ -85,8 +86,10 @@ def close(got, want, what: str, tol: float) -> None:
         np.testing.assert_allclose(g.astype(np.float64), w64, rtol=rtol, atol=rtol * scale + 1e-30, err_msg=what)
 
 
-@pytest.mark.parametrize("dtype", edges.DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("spec", EXAMPLE_SPECS)
+MATRIX = edges.matrix(EXAMPLE_SPECS)
+
+
+@pytest.mark.parametrize("spec, dtype", MATRIX, ids=[f"{s}-{d.name}" for s, d in MATRIX])
 def test_edge_matrix(spec, dtype):
     results = run_all(spec, dtype)
     ref = results["jax"]
@@ -123,8 +126,7 @@ def test_edge_matrix(spec, dtype):
                     assert np.isfinite(leaf.astype(np.float64)).all(), f"{where}: non-finite state"
 
 
-HOMOGENEOUS = [(s, d) for s in EXAMPLE_SPECS for d in edges.DTYPES
-               if not s.startswith(NOT_HOMOGENEOUS) and not edges.saturates(s, d)]
+HOMOGENEOUS = [(s, d) for s, d in MATRIX if not s.startswith(NOT_HOMOGENEOUS) and not edges.saturates(s, d)]
 
 
 @pytest.mark.parametrize("spec, dtype", HOMOGENEOUS, ids=[f"{s}-{d.name}" for s, d in HOMOGENEOUS])
