@@ -165,7 +165,7 @@ from kfsim.cli.advise_cmd import advise_grid
 
 bws = [0.1, 0.5, 1, 5, 10, 25, 100, 400]
 ws = [2, 4, 8, 16, 64, 256, 1024]
-speedup, t_comp, t_base = advise_grid(model, cluster, BLOCKWISE, bws, ws)
+speedup, t_comp, t_base, regime = advise_grid(model, cluster, BLOCKWISE, bws, ws)
 report.plot_heatmap(OUT / "advise.png", speedup, bws, ws, f"{BLOCKWISE} vs none() — {model}")
 print("wrote", OUT / "advise.png")
 pays = speedup > 1
