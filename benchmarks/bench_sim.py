@@ -19,14 +19,14 @@ import numpy as np
 from kfsim import catalog
 from kfsim.catalog import Topology
 from kfsim.sim import collectives as cf
-from kfsim.sim import exchange_cost, network, predict
+from kfsim.sim import exchange_cost, inputs, network, predict
 from kfsim.sim.steplevel import ring_allreduce_steps
 from kfsim.sim.sweep import sweep_grid
 
 
 def clear_caches():
     predict._predict.cache_clear()
-    predict._model_arrays.cache_clear()
+    inputs.model_arrays.cache_clear()
     exchange_cost._leaf_plan.cache_clear()
     network.ring_unit_time.cache_clear()
 

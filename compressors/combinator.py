@@ -20,6 +20,8 @@ def wrapping(spec: str, inner: Compressor, wrap: Callable[[Leaf, tuple, object],
     """
     if not isinstance(inner, Compressor):
         raise ValueError(f"{spec.split('(')[0]}: expects a compressor, got {inner!r}")
+    if inner.paths:
+        raise ValueError(f"{spec.split('(')[0]}: wraps a per-tensor plan; wrap the plan's entries instead")
 
     def for_leaf(shape, dtype):
         return wrap(inner.for_leaf(shape, dtype), shape, dtype)

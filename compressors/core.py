@@ -119,7 +119,10 @@ class Compressor(NamedTuple):
     returns the compressor in force at a training step (warm-up and DGC's
     sparsity schedule change the payload shape, so a driver re-plans when
     ``phase(step)`` changes). ``unbiased``/``contractive`` state the
-    compressor's contract; ``doc`` is a one-line description.
+    compressor's contract; ``doc`` is a one-line description. ``paths``
+    (per-tensor plans, ``compressors.paths``) pairs tensor path names
+    (``compressors.state.path_name``: ``w1``, ``layers/0/w``) with the
+    compressor used on that tensor, ``"*"`` with the one for all others.
     """
 
     spec: str
@@ -129,6 +132,7 @@ class Compressor(NamedTuple):
     unbiased: bool = False
     contractive: bool = False
     doc: str = ""
+    paths: tuple = ()  # ((path name, Compressor), ...)
 
     # -- static metadata -----------------------------------------------------
     def plan(self, shape: Sequence[int], dtype: Any = np.float32) -> tuple[Round, ...]:
@@ -164,11 +168,20 @@ class Compressor(NamedTuple):
         leaf = self.for_leaf(shape, dtype)
         return EMPTY if math.prod(shape) == 0 else leaf
 
+    def at_path(self, name: str) -> "Compressor":
+        """The compressor this one uses on the tensor at path ``name`` (itself
+        unless it is a per-tensor plan: then the one named for the path, else ``"*"``'s)."""
+        table = dict(self.paths)
+        return table.get(name, table.get("*", self))
+
+    def _leaf_at(self, name: str, x: Any) -> Leaf:
+        return self.at_path(name).leaf(tuple(int(d) for d in x.shape), x.dtype)
+
     # -- whole pytrees -----------------------------------------------------------
     def leaves(self, tree: Any) -> tuple[list, Any, list[Leaf]]:
         """(flattened leaves, treedef, the Leaf protocol of each)."""
-        flat, treedef = _flatten(tree)
-        return flat, treedef, [self.leaf(tuple(x.shape), x.dtype) for x in flat]
+        flat, treedef, names = _flatten_named(tree)
+        return flat, treedef, [self._leaf_at(n, x) for n, x in zip(names, flat)]
 
     def tree_plan(self, tree: Any) -> list[tuple[Round, ...]]:
         """Per leaf (flattened order), its rounds."""
@@ -183,9 +196,9 @@ class Compressor(NamedTuple):
         dtype): per-leaf rounds, the DDP buckets, and one :class:`Collective`
         per bucket, round and law — what every driver, the simulator and the
         run records read their bytes from."""
-        flat, _ = _flatten(tree)
-        plans = tuple(self.leaf(tuple(int(d) for d in x.shape), x.dtype)
-                      .plan(tuple(int(d) for d in x.shape), np.dtype(x.dtype)) for x in flat)
+        flat, _, names = _flatten_named(tree)
+        plans = tuple(self._leaf_at(n, x).plan(tuple(int(d) for d in x.shape), np.dtype(x.dtype))
+                      for n, x in zip(names, flat))
         dense = [math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in flat]
         buckets = bucket_members(assign_buckets(dense, bucket_bytes)) if flat else ()
         calls = []
@@ -253,10 +266,14 @@ class ExchangePlan(NamedTuple):
         return out
 
 
-def _flatten(tree: Any):
+def _flatten_named(tree: Any):
+    """(leaves, treedef, the path name of each leaf, as compressors.state names it)."""
     import jax.tree_util as jtu  # pytree flattening only; no JAX arrays needed
 
-    return jtu.tree_flatten(tree)
+    from compressors.state import path_name
+
+    pairs, treedef = jtu.tree_flatten_with_path(tree)
+    return [leaf for _, leaf in pairs], treedef, [path_name(p) for p, _ in pairs]
 
 
 def _unflatten(treedef, leaves):

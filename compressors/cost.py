@@ -18,7 +18,7 @@ single-worker encode and n-worker decode, and every equation is counted:
   ``reduction``       ``sum``, ``max``, ``bucket_min_max``, ``sum_abs``
   ``matmul``          ``matmul``, ``matmul_nt``, ``sub_matmul_nt``
   ``select``          ``top_k``, ``nonzero``, ``top_k_abs`` (selection / sort-like)
-  ``gather/scatter``  ``gather``, ``scatter_add`` (data-dependent addresses)
+  ``gather/scatter``  ``gather``, ``scatter_add``, ``clear_at`` (data-dependent addresses)
   ``rng``             ``random_bits``, ``uniform``, ``fold_in`` (threefry)
   ``pack``            ``pack_bits``, ``unpack_bits``, ``quantize_pack``,
                       ``dequantize``, ``pack_signs``, ``unpack_signs``
@@ -79,7 +79,7 @@ OP_CLASS: dict[str, str] = {
     "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
     "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
-    "gather": "gather/scatter", "scatter_add": "gather/scatter",
+    "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
     "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
     "pack_signs": "pack", "unpack_signs": "pack",

@@ -285,6 +285,16 @@ class Fused:
         chosen = self.scatter_add(x.size, picked, self.full((k,), 1, "int32"))
         return self.nonzero(chosen > 0, k)
 
+    def clear_at(self, x: Array, idx: Array) -> Array:
+        """``x - scatter_add(x.size, idx, gather(x, idx))`` for a 1-D x and
+        *distinct* int32 indices (those outside ``[0, x.size)`` drop): x with
+        the entries it sends taken out, what error feedback keeps of top-k.
+        Bits: entry i of idx becomes ``x_i - (0 + x_i)`` (+0 for finite
+        nonzero x_i, x_i itself for +-0, NaN for +-inf and NaN), every other
+        entry is x's own. Kernels write only the k entries into a copy of x
+        (in place where x is dead)."""
+        return x - self.scatter_add(x.size, idx, self.gather(x, idx))
+
     def sum_abs(self, x: Array) -> Array:
         """``sum(abs(x))`` of a 1-D float array, in :meth:`Ops.sum`'s halving
         order (the L1 norm; x's dtype)."""

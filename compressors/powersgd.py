@@ -40,12 +40,14 @@ So every comparison is relative: scaling the gradient by 2**k scales every
 payload, the result and the EF residual by exactly 2**k (the warm-start Q
 not at all), and by 10**k to rounding.
 
-With error feedback on a gradient that stays rank-deficient, p = g + e is
-full rank (e is round-off): the part of e below ``tol`` is not sent but
-kept, and grows until it is (to about ``tol`` of the gradient). That part
-is amplified round-off, so there the backends agree to about ``tol``, not
-to 1e-5 (``tests/compressors/test_powersgd.py``); QR would send it at once,
-in directions that differ from backend to backend. With rank
+One step from the same state agrees across backends to 1e-5. With error
+feedback on gradients that stay rank-deficient, runs left to themselves
+drift apart: e starts as round-off, and each step amplifies it (it tilts
+the captured span). With spare columns (r above the summed gradient's rank)
+it is sent once it passes ``tol``, and the runs stay within 32 ``tol`` of
+the largest gradient entry. At r equal to that rank, and on full-rank
+gradients over long runs, no bound holds (docs/powersgd.md, measured by
+benchmarks/bench_powersgd_agreement.py). With rank
 r at least the rank of the mean gradient, P_hat spans its column space and
 M_hat reproduces it to rounding (PyTorch's hook gets that from QR above rank
 2). Why this and not QR: the three backends need the same numbers, and

@@ -100,6 +100,9 @@ def _build(node: ast.AST, spec: str) -> Compressor:
         inner = bound.arguments.get(entry.params[0].name)
         if not isinstance(inner, Compressor):
             raise ValueError(f"{name} in spec {spec!r} wraps a compressor, got {inner!r}")
+        if inner.paths and name != "paths":
+            raise ValueError(f"{name} in spec {spec!r} wraps a per-tensor plan; put paths(...) outermost "
+                             f"and wrap its entries instead")
     return entry.factory(*args, **kwargs)
 
 

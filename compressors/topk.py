@@ -58,7 +58,11 @@ def topk_leaf(ratio: float):
         idx = ops.top_k_abs(flat, k)
         return (ops.gather(flat, idx), idx), state
 
-    return sparse_leaf(compress, ratio)
+    def residual(ops, x, state, own, received):
+        # x - densify(own): the sent values are x's own, so clearing them is the same bits
+        return ops.reshape(ops.clear_at(ops.reshape(x, (-1,)), own[0][1]), x.shape)
+
+    return sparse_leaf(compress, ratio)._replace(residual=residual)
 
 
 @register("topk", paper="Aji & Heafield 2017; Stich et al. 2018")

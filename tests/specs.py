@@ -44,4 +44,5 @@ EXAMPLE_SPECS = [
     "momentum(topk(ratio=0.1), beta=0.5)",
     "filter(topk(ratio=0.1), min_size=50, min_ndim=2)",
     "warmup(ef(topk(ratio=0.1)), steps=1)",
+    "paths(quantize(bits=4, bucket=64), 'b', none(), 'huge', ef(topk(ratio=0.1)), 'one', none(), 'w', ef(topk(ratio=0.1)))",
 ]

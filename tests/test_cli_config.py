@@ -193,7 +193,7 @@ def test_every_command_with_options_has_config():
 
 
 def test_compressor_commands_have_import():
-    takes = {"train", "study", "scale", "advise", "launch", "validate", "calibrate", "compressors"}
+    takes = {"train", "study", "scale", "advise", "launch", "validate", "calibrate", "compressors", "plan"}
     for name, cmd in options.all_commands().items():
         assert ("imports" in {p.name for p in cmd.params}) == (name in takes), name
 

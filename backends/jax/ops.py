@@ -14,6 +14,7 @@ from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, 
 
 
 HOST_TOP_K_MIN = 1 << 15  # below this lax.top_k is as fast as a host callback
+HOST_TOP_K_ABS_MIN = 1  # the custom call enters no Python: at any size it beats top_k + scatter + nonzero
 
 
 def _host_rows(select, x, k):
@@ -117,11 +118,12 @@ class JaxOps(Fused):
         return v, i.astype(jnp.int32)
 
     def top_k_abs(self, x, k):
-        if x.dtype in (jnp.float32, jnp.float64) and x.size >= HOST_TOP_K_MIN and 0 < k <= x.size \
+        if x.dtype in (jnp.float32, jnp.float64) and x.size >= HOST_TOP_K_ABS_MIN and 0 < k <= x.size \
                 and jax.default_backend() == "cpu":
             # the composition's sort-based top_k and index sort cost far more on
             # CPU than a one-pass selection of the same indices, run as a custom
-            # call (a pure_callback would copy x and enter Python on every call)
+            # call (a pure_callback would copy x and enter Python on every call);
+            # on small tensors it is one kernel instead of the composition's ~8
             return host_topk.top_k_abs(x, k)
         return Fused.top_k_abs(self, x, k)
 
@@ -134,6 +136,15 @@ class JaxOps(Fused):
     def scatter_add(size, idx, vals):
         # .at[] wraps negative indices; the namespace drops them
         return jnp.zeros((size,), vals.dtype).at[jnp.where(idx < 0, size, idx)].add(vals, mode="drop")
+
+    @staticmethod
+    def clear_at(x, idx):
+        # one scatter of the k entries into x (XLA updates x in place where it is dead);
+        # the composition's x_i - (0 + x_i): NaN for +-inf and NaN (v - v), the zero of x_i's
+        # sign for +-0 (v * 0: also where XLA:CPU reads a subnormal as zero, as the composition does)
+        safe = jnp.where(idx < 0, x.size, idx)
+        v = jnp.take(x, safe, mode="fill", fill_value=0)
+        return x.at[safe].set(jnp.where(v == 0, v * 0, v - v), mode="drop")
 
     @staticmethod
     def nonzero(mask, capacity):

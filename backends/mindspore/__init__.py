@@ -4,5 +4,17 @@
 program; ``rules`` maps every op to MindSpore source (the rules themselves
 in ``rules_*``, a module per op family); ``lower`` emits and compiles
 Cells; ``reducer`` is the data-parallel gradient reducer built from them;
-``runtime`` holds the host kernels and the NumPy-compatibility setup.
+``runtime`` holds the host kernels and the NumPy-compatibility setup;
+``data_parallel`` is the public entry point for a user's own script
+(``from backends.mindspore import kfsim_reducer``).
 """
+
+PUBLIC = ("kfsim_reducer", "numpy_compat")
+
+
+def __getattr__(name):
+    """``from backends.mindspore import kfsim_reducer``: the public API, loaded (with MindSpore) on use."""
+    if name in PUBLIC:
+        from backends.mindspore import data_parallel
+        return getattr(data_parallel, name)
+    raise AttributeError(f"module 'backends.mindspore' has no attribute {name!r}")

@@ -2,21 +2,23 @@
 
 ``trace_exchange`` runs :func:`compressors.protocol.run` on tracing ops:
 ``comm="collective"`` — one worker per process with :class:`TracedCollective`
-(each bucket's payloads fused per round, law and dtype into one buffer, one
-``comm_sum``/``comm_gather``/``comm_max`` equation per buffer, lowered to
-AllReduce / AllGather); ``comm="loopback"`` — all n workers in one program with the
+(each bucket's payloads fused per round and law: one AllReduce per dtype for
+SUM, one AllGather of 32-bit words for GATHER and for bf16, see below); ``comm="loopback"`` — all n workers in one program with the
 runner's in-process loopback.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from backends.mindspore.trace import LoweringError, Program, TracingOps, Var
 from compressors import protocol
 from compressors.buckets import DEFAULT_BUCKET_BYTES
 from compressors.core import FIXED_DATUM, Compressor, Keys
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # ---------------------------------------------------------------------------------------------
 # Tracing a whole exchange
@@ -69,18 +71,48 @@ class TracedWorkers(protocol.Loop):
 
 class TracedCollective:
     """The communicator of a traced worker: per bucket, round and law the
-    payloads are fused into one flat buffer per dtype (``protocol.fuse``) and
-    each buffer becomes one ``comm_sum`` (AllReduce) or ``comm_gather``
-    (AllGather) equation; empty buffers are not sent."""
+    payloads are fused into one flat buffer per dtype (``protocol.fuse``); a
+    SUM or MAX round sends each buffer as one ``comm_sum`` (AllReduce) or
+    ``comm_max`` equation, a GATHER round (and any round holding bf16) all of
+    them as one ``comm_gather`` (AllGather) of 32-bit words, each payload at its
+    own width; empty buffers are not sent."""
 
     def __init__(self, prog: Program, n: int):
         self.prog, self.n = prog, n
 
     def _collect(self, ops, arrays, op: str, lead: tuple):
         bufs, segs = protocol.fuse(ops, [a[0] for a in arrays])
-        got = [self.prog.bind(op, (b,), {"n": self.n}) if b.size else ops.zeros(lead + (0,), b.dtype)
-               for b in bufs]
-        return protocol.split(ops, got, segs, lead)
+        live = [b for b in bufs if b.size]
+        if op != "comm_gather" and not any(b.dtype == BF16 for b in live):  # SUM, MAX: per dtype
+            got = iter(self.prog.bind(op, (b,), {"n": self.n}) for b in live)
+        else:  # one AllGather of 32-bit words for the whole bucket and round
+            got = iter(self._as_words(ops, live, op))
+        out = [next(got) if b.size else ops.zeros(lead + (0,), b.dtype) for b in bufs]
+        return protocol.split(ops, out, segs, lead)
+
+    def _as_words(self, ops, bufs, op: str) -> list:
+        """Every buffer as 32-bit words (bit patterns; bf16 and 8/16-bit codes packed two
+        or four to a word: they travel at their own width), concatenated, one AllGather,
+        and back per worker; a SUM or MAX round then adds (takes the maximum) in rank
+        order, as the reference loopback does. 64-bit buffers are gathered as they are."""
+        words = [_to_words(ops, b) for b in bufs]
+        packed = [w for w in words if w is not None]
+        if len(packed) > 1:
+            cat = ops.concatenate(packed, axis=0)
+        got, offset, out = None, 0, []
+        if packed:
+            got = self.prog.bind("comm_gather", (cat if len(packed) > 1 else packed[0],), {"n": self.n})
+        for b, w in zip(bufs, words):
+            if w is None:
+                rows = self.prog.bind("comm_gather", (b,), {"n": self.n})
+                rows = [rows[i] for i in range(self.n)]
+            else:
+                size = int(w.shape[0])
+                rows = [_from_words(ops, got[i][offset:offset + size], b.dtype, int(b.shape[0]))
+                        for i in range(self.n)]
+                offset += size
+            out.append(ops.stack(rows) if op == "comm_gather" else _rank_order(ops, rows, op))
+        return out
 
     def sum(self, ops, arrays):
         return self._collect(ops, arrays, "comm_sum", ())
@@ -90,6 +122,36 @@ class TracedCollective:
 
     def max(self, ops, arrays):
         return self._collect(ops, arrays, "comm_max", ())
+
+
+def _to_words(ops, b):
+    """A flat buffer as uint32 words of its bit patterns (None: 64-bit, not packed)."""
+    bits = np.dtype(b.dtype).itemsize * 8
+    if bits == 64:
+        return None
+    if b.dtype == np.bool_:
+        return ops.pack_bits(ops.astype(b, np.uint32), 8)
+    if bits == 32:
+        return b if b.dtype == np.uint32 else ops.bitcast(b, np.uint32)
+    u = ops.astype(ops.bitcast(b, np.dtype(f"uint{bits}")), np.uint32)
+    return ops.pack_bits(u, bits)
+
+
+def _from_words(ops, w, dtype, count: int):
+    dtype = np.dtype(dtype)
+    bits = dtype.itemsize * 8
+    if dtype == np.bool_:
+        return ops.astype(ops.unpack_bits(w, 8, count), np.bool_)
+    if bits == 32:
+        return w if dtype == np.uint32 else ops.bitcast(w, dtype)
+    return ops.bitcast(ops.astype(ops.unpack_bits(w, bits, count), np.dtype(f"uint{bits}")), dtype)
+
+
+def _rank_order(ops, rows, op: str):
+    total = rows[0]
+    for row in rows[1:]:
+        total = ops.add(total, row) if op == "comm_sum" else ops.maximum(total, row)
+    return total
 
 
 def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], seed: int, comm: str,

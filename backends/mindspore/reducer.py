@@ -32,6 +32,7 @@ from backends.mindspore.emit import Emitter, build_cell, emit, live_eqns, progra
 from backends.mindspore.exchange import trace_exchange, trace_init
 from backends.mindspore.lower import to_ms, to_np
 from backends.mindspore.trace import LoweringError
+from compressors.buckets import DEFAULT_BUCKET_BYTES
 from compressors.core import Compressor, Law
 from compressors.traced import COMM_OPS
 
@@ -104,36 +105,58 @@ def initial_state(comp, params: Sequence, *, seed: int = 0, rng: str = "exact") 
 
 def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int = 0, rng: str = "exact",
                        collective: str = "auto", state: Sequence | None = None, step: int = 0,
-                       prefix: str = "kfsim"):
+                       prefix: str = "kfsim", bucket_bytes: float = DEFAULT_BUCKET_BYTES, share_with=None):
     """The reducer Cell for ``params`` (NumPy arrays or Parameters, in gradient order).
 
     ``state`` (flattened, NumPy) and ``step`` continue a run (phase change or resume);
-    default: fresh state from ``params``.
+    default: fresh state from ``params``. ``bucket_bytes``: the bucket cap (dense
+    gradient bytes, as the simulator's); one collective per bucket and round.
+    ``share_with``: another reducer whose state and step Parameters this one
+    uses (one phase of a schedule; the layouts must agree).
+
+    Accounting, per step: ``payload_bytes`` (the plan's), ``wire_bytes`` (what the
+    lowered collectives take as input, in the dtypes they travel in),
+    ``collectives`` and ``buckets``.
     """
     import mindspore as ms
     from mindspore import Parameter
 
     comp = _parse(comp)
+    if comp.phase is not None:  # its unstepped form is one phase only (warm-up: dense forever)
+        raise ValueError(f"compressor {comp.spec!r} is scheduled: use backends.mindspore.kfsim_reducer "
+                         "(one graph per phase, switched by the step counter) or pass comp.step(t)")
     if rng not in RNG_MODES:
         raise ValueError(f"rng must be one of {', '.join(RNG_MODES)}, got {rng!r}")
     vals = [p.asnumpy() if hasattr(p, "asnumpy") else np.asarray(p) for p in params]
     avals = [(v.shape, v.dtype) for v in vals]
     check_compatible(comp, avals, collective)
     who = f"compressor {comp.spec!r}"
-    t = trace_exchange(comp, avals, n=n, ranks=[rank], seed=seed, comm="collective", who=who)
+    t = trace_exchange(comp, avals, n=n, ranks=[rank], seed=seed, comm="collective", who=who,
+                       bucket_bytes=bucket_bytes)
     if collective == "allgather":
         for eqn in t.prog.eqns:
             if eqn.op in ("comm_sum", "comm_max"):
                 eqn.attrs["via"] = "allgather"
     fresh = state is None or len(state) != len(t.state_in[0]) or any(
         tuple(np.shape(s)) != v.shape for s, v in zip(state, t.state_in[0]))
-    init_vals = initial_state(comp, vals, seed=seed, rng=rng) if fresh else [np.asarray(s) for s in state]
+    if share_with is not None:
+        theirs = [getattr(share_with, f"s{j}") for j in range(share_with.n_state)]
+        if [(tuple(p.shape), str(p.dtype)) for p in theirs] != [(v.shape, str(to_ms(np.zeros((), v.dtype)).dtype))
+                                                                 for v in t.state_in[0]]:
+            raise ValueError(f"{who}: its state layout differs from the other phase's; "
+                             "a schedule must keep one state layout")
+    elif fresh:
+        init_vals = initial_state(comp, vals, seed=seed, rng=rng)
+    else:
+        init_vals = [np.asarray(s) for s in state]
     em = Emitter(who, rng, rank, seed)
     lines = [f"{em.name(v)} = grads[{i}]" for i, v in enumerate(t.grads[0])]
     for j, (v, name) in enumerate(zip(t.state_in[0], state_names(t, params))):
-        em.objs[f"s{j}"] = Parameter(to_ms(init_vals[j]), name=f"{prefix}.state.{name}", requires_grad=False)
+        em.objs[f"s{j}"] = theirs[j] if share_with is not None else \
+            Parameter(to_ms(init_vals[j]), name=f"{prefix}.state.{name}", requires_grad=False)
         lines.append(f"{em.name(v)} = self.s{j}")
-    em.objs["step"] = Parameter(ms.Tensor(np.int32(step)), name=f"{prefix}.step", requires_grad=False)
+    em.objs["step"] = share_with.step if share_with is not None else \
+        Parameter(ms.Tensor(np.int32(step)), name=f"{prefix}.step", requires_grad=False)
     em.objs["one"] = ms.Tensor(np.int32(1))
     lines.append(f"{em.name(t.step)} = self.step")
     em.lines = lines
@@ -147,9 +170,17 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     em.line(f"return ({ret})")
     cell = build_cell(who + f" reducer rank {rank}/{n}", ["grads"], em.lines, em.objs)
     cell.compressor, cell.n_state, cell.plan = comp, len(t.state_in[0]), t.plan
-    cell.wire_bytes = t.plan.payload_bytes
-    cell.collectives = sum(1 for e in t.prog.eqns if e.op in COMM_OPS)
+    cell.wire_bytes, cell.collectives = wire_bytes(t.prog)
+    cell.payload_bytes, cell.buckets, cell.bucket_bytes = t.plan.payload_bytes, len(t.plan.buckets), bucket_bytes
     return cell
+
+
+def wire_bytes(prog) -> tuple[int, int]:
+    """(bytes one worker's collectives take as input, in the dtypes they travel in; how many
+    collectives) per step of a traced exchange program."""
+    from backends.mindspore.rules_comm import wire_dtype
+    comms = [e for e in prog.eqns if e.op in COMM_OPS]
+    return sum(e.args[0].size * wire_dtype(e).itemsize for e in comms), len(comms)
 
 
 def state_names(traced, params: Sequence) -> list[str]:

@@ -43,6 +43,19 @@ def comm_sum(em, eqn):
     em.assign(out, total)
 
 
+def wire_dtype(eqn) -> np.dtype:
+    """The dtype a collective equation's buffer travels in, as the rules below lower it."""
+    x = eqn.args[0]
+    dt = np.dtype(x.dtype).name
+    if eqn.op == "comm_sum" and eqn.attrs.get("via") != "allgather":
+        if dt in ("float32", "float16", "bfloat16"):
+            return np.dtype(np.float32) if dt == "bfloat16" else np.dtype(dt)
+        carrier = int_carrier(x.dtype, eqn.attrs["n"])
+        if carrier:
+            return np.dtype(carrier)
+    return np.dtype(dt if dt in GATHERABLE else ("float32" if dt == "bfloat16" else "int32"))
+
+
 def int_carrier(dtype, n: int) -> str | None:
     """The float dtype an integer SUM payload can be all-reduced in exactly:
     every partial sum of n workers is an integer of magnitude ≤ n · 2^(b-1),

@@ -52,6 +52,19 @@ class NumpyFused(Fused):
         idx = fused_topk.top_k_abs(np.ascontiguousarray(x), int(k)) if x.dtype in KERNEL_FLOATS else None
         return Fused.top_k_abs(self, x, k) if idx is None else idx
 
+    def clear_at(self, x, idx):
+        # a copy of x and k writes, not a dense scatter and a dense subtraction
+        x = vector(x, "clear_at")
+        idx = np.asarray(as_array(idx)).reshape(-1)
+        if not np.issubdtype(idx.dtype, np.integer):
+            raise ValueError(f"clear_at: indices must be integers, got {idx.dtype}")
+        out = x.copy()
+        at = idx[(idx >= 0) & (idx < x.size)]
+        v = out[at]
+        with np.errstate(invalid="ignore"):  # inf - inf is the NaN the composition gives
+            out[at] = np.where(v == 0, v, v - v)
+        return out
+
     def sum_abs(self, x):
         x = vector(x, "sum_abs")
         if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from kfsim.catalog.devices import Accelerator
 from kfsim.catalog.links import Link
+from kfsim.catalog.overheads import DEFAULT_INTERFERENCE, Overheads
 
 
 class Topology(NamedTuple):
@@ -73,7 +74,7 @@ class Cluster(NamedTuple):
     inter: Link
     topology: Topology = Topology()
     collective: str = "ring"
-    interference: float = 1.0       # λ: backward slowdown while communicating (Agarwal et al. 2022: 1.04–1.1)
+    interference: float = DEFAULT_INTERFERENCE  # λ: backward slowdown while communicating (Agarwal et al. 2022: 1.04–1.1)
     codec: Codec = Codec()          # measured codec-kernel constants overriding the device profile
     compute_s: tuple[tuple[str, float], ...] = ()  # measured compute per iteration, per model name
     servers: int | None = None      # dedicated parameter servers (collective "ps"); None = co-located
@@ -81,6 +82,8 @@ class Cluster(NamedTuple):
     source: str = ""
     nics_per_node: int = 1          # k: inter-node NICs per node, each ``inter``'s bandwidth; 1 = one NIC shared
                                     # by the node's devices, gpus_per_node = one per device (rail-optimised)
+    overheads: Overheads = Overheads()  # per collective call / per gradient tensor / per step (overheads.py)
+    precision: str = "mixed"        # the run's precision: mixed | fp32 | tf32 | fp16 | bf16 (Accelerator.compute_flops)
 
     @property
     def workers(self) -> int:

@@ -77,6 +77,7 @@ from kfsim.catalog.cluster import CODEC_CLASSES, Cluster, Codec, Topology
 from kfsim.catalog.devices import DEFAULT_FACTORS, GPU_LAUNCH_S, Accelerator
 from kfsim.catalog.links import Link
 from kfsim.catalog.models import ModelProfile
+from kfsim.catalog.overheads import DEFAULT_INTERFERENCE, OverheadsCfg
 from kfsim.catalog.writer import cluster_dict, codec_dict, dump_profile, to_toml  # noqa: F401  (re-exported)
 
 
@@ -94,6 +95,7 @@ class DeviceCfg(_Strict):
     stream_bw_gbs: float | None = Field(None, gt=0, description="achievable GB/s of codec kernels")
     fp16_tflops: float | None = Field(None, gt=0)
     bf16_tflops: float | None = Field(None, gt=0)
+    tf32_tflops: float | None = Field(None, gt=0)
     launch_us: float = Field(GPU_LAUNCH_S * 1e6, ge=0, description="per-op launch/dispatch overhead, µs")
     codec_factors: dict[str, float] = Field(default_factory=dict)
     codec_source: str = ""
@@ -115,7 +117,7 @@ class DeviceCfg(_Strict):
                            None if self.stream_bw_gbs is None else self.stream_bw_gbs * 1e9,
                            t(self.fp16_tflops), t(self.bf16_tflops), self.launch_us / 1e6,
                            tuple(sorted((k.replace("_", "/"), float(f)) for k, f in self.codec_factors.items())),
-                           self.codec_source)
+                           self.codec_source, t(self.tf32_tflops))
 
 
 class LinkCfg(_Strict):
@@ -170,7 +172,9 @@ class ClusterCfg(_Strict):
     intra: Union[str, LinkCfg] = "pcie4"
     inter: Union[str, LinkCfg] = "1gbe"
     collective: Literal["ring", "tree", "rhd", "hierarchical", "ps", "mccl"] = "ring"
-    interference: float = Field(1.0, ge=1)
+    interference: float = Field(DEFAULT_INTERFERENCE, ge=1)
+    overheads: OverheadsCfg = OverheadsCfg()
+    precision: Literal["mixed", "fp32", "tf32", "fp16", "bf16"] = "mixed"
     servers: int | None = Field(None, ge=1)
     gamma_s_per_byte: float | None = Field(None, ge=0)
     topology: TopologyCfg = TopologyCfg()
@@ -360,7 +364,7 @@ def build_cluster(cfg: Config, where: str = "config") -> Cluster:
     topo = Topology(c.topology.kind, c.topology.nodes_per_leaf, c.topology.oversubscription, c.topology.spines)
     return Cluster(cfg.name, dev, c.gpus_per_node, c.nodes, links[0], links[1], topo, c.collective,
                    c.interference, cfg.codec.build(), tuple(sorted(cfg.compute_s.items())), c.servers,
-                   c.gamma_s_per_byte, cfg.source, c.nics_per_node)
+                   c.gamma_s_per_byte, cfg.source, c.nics_per_node, c.overheads.build(), c.precision)
 
 
 def load(path: str | Path) -> tuple[Config, Cluster]:

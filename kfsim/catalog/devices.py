@@ -19,6 +19,9 @@ these numbers):
   matmul in that input dtype (tensor cores for fp16/bf16; ``None``: fp16 and
   bf16 default to ``peak_flops`` when the part has them, fp32 to
   ``peak_flops``; float64 uses fp32's).
+* ``tf32_flops``: the TF32 tensor-core peak (dense datasheet figures: A100 156, H100/H200
+  494.7, RTX 3090 35.6 TFLOP/s; V100 has none). :meth:`Accelerator.compute_flops` picks the
+  peak of a run's precision (``Cluster.precision``).
 * ``launch_s``: per-kernel launch/dispatch overhead. GPUs: 5 µs — Volkov &
   Demmel (SC'08, "Benchmarking GPUs to tune dense linear algebra") measured
   3–7 µs per launch of an empty kernel, the figure NVIDIA's forums still
@@ -72,6 +75,7 @@ class Accelerator(NamedTuple):
     launch_s: float = GPU_LAUNCH_S      # per-kernel launch / dispatch overhead
     codec_factors: tuple = ()           # ((cost class, time multiplier), ...) replacing DEFAULT_FACTORS
     codec_source: str = ""              # where stream_bw / launch_s / factors come from
+    tf32_flops: float | None = None     # TF32 tensor-core matmul peak (None: fp32's)
 
     @property
     def achievable_bw(self) -> float:
@@ -82,6 +86,20 @@ class Accelerator(NamedTuple):
             if c == cls:
                 return float(f)
         return DEFAULT_FACTORS[cls]
+
+    def compute_flops(self, precision: str = "mixed") -> float:
+        """Peak FLOP/s of a training run in ``precision`` (:data:`PRECISIONS`): "mixed" is
+        ``peak_flops`` (the catalog's training figure); fp16/bf16 their tensor peaks; fp32 the
+        plain fp32 peak; tf32 the TF32 tensor peak (falls back to fp32's where the part has none)."""
+        if precision == "mixed":
+            return self.peak_flops
+        if precision in ("fp16", "bf16"):
+            return self.matmul_flops("float16" if precision == "fp16" else "bfloat16")
+        if precision == "tf32" and self.tf32_flops is not None:
+            return self.tf32_flops
+        if precision in ("fp32", "tf32"):
+            return self.fp32_flops if self.fp32_flops is not None else self.peak_flops
+        raise ValueError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
 
     def matmul_flops(self, dtype: str) -> float:
         """Peak matmul FLOP/s for inputs of ``dtype`` (a NumPy dtype name)."""
@@ -94,6 +112,8 @@ class Accelerator(NamedTuple):
         return self.fp32_flops if self.fp32_flops is not None else self.peak_flops
 
 
+PRECISIONS = ("mixed", "fp32", "tf32", "fp16", "bf16")
+
 _CPU_FACTORS = (("select", 4.0), ("gather/scatter", 2.0), ("rng", 4.0), ("pack", 2.0), ("matmul", 1.0))
 
 BUILTIN: dict[str, Accelerator] = {
@@ -101,17 +121,17 @@ BUILTIN: dict[str, Accelerator] = {
                         fp16_flops=125e12, bf16_flops=15.7e12,   # no bf16 tensor cores: fp32 rate
                         codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "a100": Accelerator("a100", 312e12, 2039e9, 0.4, 19.5e12, "NVIDIA A100 SXM 80GB datasheet",
-                        fp16_flops=312e12, bf16_flops=312e12,
+                        fp16_flops=312e12, bf16_flops=312e12, tf32_flops=156e12,
                         codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "h100": Accelerator("h100", 989e12, 3350e9, 0.4, 66.9e12, "NVIDIA H100 SXM5 datasheet",
-                        fp16_flops=989e12, bf16_flops=989e12,
+                        fp16_flops=989e12, bf16_flops=989e12, tf32_flops=494.7e12,
                         codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "h200": Accelerator("h200", 989e12, 4800e9, 0.4, 66.9e12, "NVIDIA H200 SXM datasheet",
-                        fp16_flops=989e12, bf16_flops=989e12,
+                        fp16_flops=989e12, bf16_flops=989e12, tf32_flops=494.7e12,
                         codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "rtx3090": Accelerator("rtx3090", 71e12, 936e9, 0.4, 35.6e12,
                            "NVIDIA GA102 (RTX 3090) whitepaper: 71 TFLOP/s FP16 tensor with FP32 accumulate",
-                           fp16_flops=71e12, bf16_flops=71e12,
+                           fp16_flops=71e12, bf16_flops=71e12, tf32_flops=35.6e12,
                            codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "ascend910b": Accelerator("ascend910b", 320e12, 1.6e12, 0.4, None,
                               "Huawei Ascend 910B: ≈320 TFLOP/s FP16 (sources disagree, 280–376); memory BW unverified",

@@ -25,6 +25,8 @@ class ModelProfile(NamedTuple):
     tensor (defaults to its parameter count). flops_per_sample: training
     FLOPs (forward + backward) per sample. mfu: achievable model-FLOPs
     utilisation for this kind of model (None: the device's default).
+    tensor_names: the tensors' path names, which a per-tensor plan
+    (``compressors.paths``) refers to; None names them by forward index.
     """
 
     name: str
@@ -34,6 +36,7 @@ class ModelProfile(NamedTuple):
     batch: int = 32
     mfu: float | None = None
     source: str = ""
+    tensor_names: tuple | None = None  # path name per tensor (per-tensor plans); None: "0", "1", ...
 
     @property
     def sizes(self) -> list[int]:

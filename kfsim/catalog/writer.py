@@ -14,6 +14,7 @@ import yaml
 from kfsim.catalog.cluster import CODEC_CLASSES, Cluster, Codec
 from kfsim.catalog.devices import Accelerator
 from kfsim.catalog.links import Link
+from kfsim.catalog.overheads import overheads_dict
 
 
 def dump_profile(cluster: Cluster, path: str | Path) -> Path:
@@ -41,6 +42,7 @@ def cluster_dict(cluster: Cluster) -> dict:
             "nics_per_node": cluster.nics_per_node,
             "intra": _link_dict(cluster.intra), "inter": _link_dict(cluster.inter),
             "collective": cluster.collective, "interference": cluster.interference,
+            "overheads": overheads_dict(cluster.overheads), "precision": cluster.precision,
             "topology": {"kind": cluster.topology.kind, "nodes_per_leaf": cluster.topology.nodes_per_leaf,
                          "oversubscription": cluster.topology.oversubscription},
         },
@@ -60,7 +62,8 @@ def _device_dict(d: Accelerator) -> dict:
     out = {"name": d.name, "peak_tflops": d.peak_flops / 1e12, "mem_bw_gbs": d.mem_bw / 1e9,
            "mfu": d.mfu, "source": d.source or "kfsim"}
     for key, v, scale in (("fp32_tflops", d.fp32_flops, 1e12), ("stream_bw_gbs", d.stream_bw, 1e9),
-                          ("fp16_tflops", d.fp16_flops, 1e12), ("bf16_tflops", d.bf16_flops, 1e12)):
+                          ("fp16_tflops", d.fp16_flops, 1e12), ("bf16_tflops", d.bf16_flops, 1e12),
+                          ("tf32_tflops", d.tf32_flops, 1e12)):
         if v is not None:
             out[key] = v / scale
     out["launch_us"] = d.launch_s * 1e6

@@ -162,6 +162,7 @@ COMMAND_MODULES = (
     "kfsim.cli.study_cmd",
     "kfsim.cli.launch_cmd",
     "kfsim.cli.testbed_cmd",
+    "kfsim.cli.plan_cmd",
 )
 
 

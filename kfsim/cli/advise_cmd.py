@@ -41,6 +41,8 @@ def advise_grid(model, cluster, spec: str, bandwidths_gbps, workers, *, baseline
 def advise_command(
     model: str = typer.Option("bert-large", help="catalog model"),
     compressor: str = typer.Option("ef(topk(ratio=0.01))", "--compressor", "-c", help="compressor spec"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", help="per-tensor plan file (`kfsim plan`) instead of "
+                                             "--compressor, on its model"),
     baseline: str = typer.Option("none()", help="what the compressor is compared with"),
     imports: List[str] = options.import_option(),
     latency_us: Optional[float] = typer.Option(None, "--latency", parser=options.microseconds, metavar=options.TIME,
@@ -64,6 +66,12 @@ def advise_command(
     """Map over bandwidth × workers of the compressor's speedup over uncompressed training."""
     console = wide_console()
     try:
+        if plan_file is not None:
+            from kfsim.plans.file import for_simulator
+            if compressor != "ef(topk(ratio=0.01))":
+                raise ValueError("give either --compressor or --plan, not both")
+            model, compressor, bucket_mb = for_simulator(plan_file, None if model == "bert-large" else model,
+                                                         bucket_mb)
         bws = list(bandwidths or DEFAULT_BANDWIDTHS)
         ws = csv_ints(workers) or list(DEFAULT_WORKERS)
         scale, cluster = resolve(config, model=model, workers=ws, compressors=[compressor], bucket_mb=bucket_mb,

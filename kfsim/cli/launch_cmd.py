@@ -14,6 +14,8 @@ from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 def launch_cmd(
     compressor: str = typer.Option("none()", "--compressor", "-c",
                                    help="compressor spec, or 'native' for MindSpore's own all-reduce"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", help="per-tensor plan file (`kfsim plan`) "
+                                             "instead of --compressor"),
     imports: List[str] = options.import_option(),
     config: Optional[Path] = options.config_option(),
     workers: int = typer.Option(2, "--workers", "-n", help="worker processes (msrun)"),
@@ -46,6 +48,10 @@ def launch_cmd(
                                   help="time before the whole job is killed (a bare number: seconds)"),
     stall: float = typer.Option("2min", parser=options.seconds, metavar=options.TIME,
                                 help="time without progress of one rank before the job is killed"),
+    worker_mem: Optional[float] = typer.Option(None, "--worker-mem", metavar="GiB",
+                                               help="memory one worker needs, for the preflight check that "
+                                                    "the workers fit the machine (default: an estimate "
+                                                    "from the model)"),
     quiet: bool = quiet_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -54,6 +60,10 @@ def launch_cmd(
     from kfsim.launch import LaunchError, launch
 
     try:
+        from kfsim.plans.file import resolve
+
+        # the job's reducer holds the gradients as a sequence in sorted-name order: index paths
+        compressor = resolve(compressor, plan_file, model, indexed=True)
         if resume and ckpt_dir is None:
             raise ValueError("--resume needs --ckpt-dir")
         for flag, v in (("--timeout", timeout), ("--stall", stall)):
@@ -72,6 +82,7 @@ def launch_cmd(
                          stall_s=stall, imports=[*imports], log_dir=out / "logs", overwrite=overwrite,
                          allow_changes=[k.strip() for v in allow_change for k in v.split(",") if k.strip()],
                          fingerprint_every=fingerprint_every,
+                         worker_mem=None if worker_mem is None else int(worker_mem * 2**30),
                          progress=rep.steps(f"launch {model}", total=steps, compressor=compressor), log=rep.log)
     except (ValueError, LaunchError) as exc:
         raise fail(exc) from None

@@ -124,7 +124,8 @@ def run_scale(scale, cluster, *, jitter: float = 0.0, progress: bool = True) -> 
         idle = straggler_idle(w, b.compute_s, jitter, scale.seed + w)
         total = b.total_s + idle
         rows.append({"compressor": spec, "spec": compressors.parse(spec).spec, "workers": w, "total_s": total, "compute_s": b.compute_s,
-                     "exposed_comm_s": b.exposed_comm_s, "codec_s": b.codec_s, "idle_s": b.idle_s + idle,
+                     "exposed_comm_s": b.exposed_comm_s, "codec_s": b.codec_s,
+                     "overhead_s": b.overhead_s, "idle_s": b.idle_s + idle,
                      "comm_s": b.comm_s, "payload_MiB_per_worker": b.bytes_per_worker / MIB,
                      "wire_MiB_per_worker": b.wire_bytes_per_worker / MIB, "buckets": b.buckets,
                      "rounds": b.rounds})
@@ -185,6 +186,8 @@ def scale_command(
     workers: Optional[str] = typer.Option(None, help="comma-separated worker counts, e.g. 2,4,8,16"),
     compressor: Optional[List[str]] = typer.Option(None, "--compressor", "-c",
                                                    help="compressor spec (repeat the flag for several)"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", help="per-tensor plan file (`kfsim plan`): sweep it "
+                                             "on its model beside the --compressor specs (default none())"),
     imports: List[str] = options.import_option(),
     config: Optional[Path] = options.config_option("TOML/YAML config (its \\[scale] section: these options) or "
                                                    "calibrated cluster profile; flags given here win"),
@@ -211,6 +214,10 @@ def scale_command(
     """Sweep workers × compressors: time per iteration, breakdown, speedup, scaling efficiency."""
     console = wide_console()
     try:
+        if plan_file is not None:
+            from kfsim.plans.file import for_simulator
+            model, spec, bucket_mb = for_simulator(plan_file, model, bucket_mb)
+            compressor = [*(compressor or ["none()"]), spec]
         scale, cluster = resolve(config, model=model, workers=csv_ints(workers),
                                  compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
                                  batch_per_worker=batch, network=network, seed=seed, no_overlap=not overlap,

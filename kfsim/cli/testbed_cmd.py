@@ -19,6 +19,20 @@ def _need_root() -> None:
         raise typer.Exit(2)
 
 
+def _specs(specs, allow_native: bool = False) -> list[str]:
+    """The non-empty ``--compressor`` specs, each parsed now (after ``--import``), before any root check."""
+    import compressors
+    out = [x.strip() for x in specs if x.strip()]
+    for x in out:
+        if allow_native and x == "native":
+            continue
+        try:
+            compressors.parse(x)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--compressor: {exc}") from None
+    return out
+
+
 def _ints(text: str, what: str, lo: int = 1) -> list[int]:
     try:
         v = [int(x) for x in text.split(",") if x.strip()]
@@ -65,7 +79,7 @@ def testbed(workers: int = typer.Option(2, help="namespaces = MindSpore workers"
         check_out_dir(out)
     except ValueError as exc:
         raise fail(exc) from None
-    logs = out / "logs" if logs is None else logs
+    logs = (out / "logs" if logs is None else logs).resolve()  # absolute: the workers run in their own folders
     _need_root()
     with Reporter("testbed", quiet=quiet, as_json=as_json) as rep:
         rep.items("testbed").status(f"{workers} workers, {steps} steps on {rate:g} Mbit/s links (logs: {logs})")
@@ -113,14 +127,7 @@ def calibrate(name: str = typer.Option("testbed", help="profile name"),
     from kfsim.testbed.training import parse_layers
     rs = list(rates)
     ws, ss = _ints(workers, "--workers", 2), _ints(sizes, "--sizes", 4)
-    sp = [x.strip() for x in specs if x.strip()]
-    if sp:
-        import compressors
-        for x in sp:
-            try:
-                compressors.parse(x)
-            except ValueError as exc:
-                raise typer.BadParameter(f"--compressor: {exc}") from None
+    sp = _specs(specs)
     try:
         lls = [parse_layers(x) for x in layers.split(";") if x.strip()]
     except ValueError as exc:
@@ -129,7 +136,7 @@ def calibrate(name: str = typer.Option("testbed", help="profile name"),
         check_out_dir(out)
     except ValueError as exc:
         raise fail(exc) from None
-    logs = out / "logs" if logs is None else logs
+    logs = (out / "logs" if logs is None else logs).resolve()  # absolute: the workers run in their own folders
     _need_root()
     with Reporter("calibrate", quiet=quiet, as_json=as_json) as rep:
         cells = rep.items("calibrate")
@@ -203,7 +210,7 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
     """Predict held-out collectives and training steps with the simulator, measure them, compare."""
     from kfsim.testbed import validate as val
     png = out / "validate.png" if png is None else png
-    logs = out / "logs" if logs is None else logs
+    logs = (out / "logs" if logs is None else logs).resolve()  # absolute: the workers run in their own folders
     rep = Reporter("validate", quiet=quiet, as_json=as_json)
     if merge.strip():
         import json
@@ -232,6 +239,7 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
     kinds = {k.strip() for k in what.split(",") if k.strip()}
     if not kinds or kinds - {"collectives", "native", "compressed"}:
         raise typer.BadParameter(f"--what: choose from collectives, native, compressed; got {what!r}")
+    sp = _specs(specs, allow_native=True) if "compressed" in kinds else []
     try:
         check_out_file(png, "--png")
     except ValueError as exc:
@@ -253,7 +261,6 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
         if "native" in kinds:
             cases += val.validate_native(profiles, name, rs, ws, ls, batch, steps, log_root=logs, log=log)
         if "compressed" in kinds:
-            sp = [x.strip() for x in specs if x.strip()]
             cases += val.validate_compressed(profiles, name, rs, ws, sp, hidden, global_batch, steps + 2,
                                              log_root=logs, log=log, imports=imports)
     _report(cases, png, rep)

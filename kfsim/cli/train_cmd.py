@@ -16,6 +16,8 @@ from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 @app.command("train")
 def train(
     compressor: str = typer.Option("none()", "--compressor", "-c", help="compressor spec (see `kfsim compressors`)"),
+    plan_file: Optional[Path] = typer.Option(None, "--plan", help="per-tensor plan file (`kfsim plan`) "
+                                             "instead of --compressor"),
     imports: List[str] = options.import_option(),
     config: Optional[Path] = options.config_option(),
     task: str = typer.Option("fmnist-mlp", help="fmnist-mlp, fmnist-cnn or kjv-charlm"),
@@ -39,6 +41,12 @@ def train(
     staleness: Optional[int] = typer.Option(None, help="async: SSP bound (0 = synchronous rounds; none = fully async)"),
     jitter: float = typer.Option(0.0, help="async: compute time x LogNormal(sigma=jitter)"),
     grad_mode: str = typer.Option("loop", help="per-worker gradients: loop or vmap"),
+    local_steps: Optional[int] = typer.Option(None, metavar="H", help="local SGD / DiLoCo: H inner steps per "
+                                              "outer step (default: exchange every step)"),
+    outer_lr: float = typer.Option(1.0, help="local SGD: outer learning rate"),
+    outer_momentum: float = typer.Option(0.0, help="local SGD: outer Nesterov momentum"),
+    fragments: int = typer.Option(1, metavar="F", help="local SGD: streaming, F fragments synced in turn"),
+    overlap_steps: int = typer.Option(0, help="local SGD: inner steps each exchange overlaps (< H / F)"),
     out: Path = out_option("train", "run record record.jsonl, summary.json"),
     record: Optional[Path] = typer.Option(None, help="write the run record (JSON lines) here instead of "
                                           "<out>/record.jsonl"),
@@ -57,11 +65,17 @@ def train(
     from kfsim.train.config import RunConfig
 
     try:
+        from kfsim.plans.file import resolve
+        from kfsim.train.tasks import TASKS
+
+        compressor = resolve(compressor, plan_file, TASKS.get(task))
         cfg = RunConfig(task=task, compressor=compressor, workers=workers, batch=batch, steps=steps, lr=lr,
                         momentum=momentum, seed=seed, eval_every=eval_every, limit_train=limit_train,
                         limit_test=limit_test, target_accuracy=target, cluster=cluster, bandwidth_gbit=bandwidth,
                         collective=collective, server_compressor=server_compressor, mode=mode,
-                        staleness=staleness, jitter=jitter, grad_mode=grad_mode)
+                        staleness=staleness, jitter=jitter, grad_mode=grad_mode, local_steps=local_steps,
+                        outer_lr=outer_lr, outer_momentum=outer_momentum, fragments=fragments,
+                        overlap_steps=overlap_steps)
         import compressors
 
         compressors.parse(compressor)
@@ -89,7 +103,8 @@ def train(
 
     summary = write_text(out / "summary.json", json.dumps(clean(res.summary), indent=1))
     if rep.human:
-        _print_summary(res.summary, task, workers, compressor, mode)
+        _print_summary(res.summary, task, workers, compressor,
+                       mode if local_steps is None else f"local SGD, H={local_steps}, F={fragments}")
     rep.finish(out, [record, summary], summary=res.summary)
     if why is not None or res.summary.get("diverged"):
         raise fail(f"training diverged (--lr {lr:g}): {why or 'non-finite loss'}", code=3)

@@ -5,12 +5,15 @@
 * bad input is a ValueError before any process starts: unknown spec, a
   compressor the MindSpore lowering cannot compile (traced here), a
   compressor incompatible with the chosen collective, a checkpoint whose
-  metadata does not match the run;
-* msrun runs in its own process group (``start_new_session``) with a free
-  master port and ``GLOG_v=3``; the whole group is killed on timeout or failure;
-* liveness: every rank touches ``hb.rank<r>`` each step; a rank whose
-  heartbeat is older than ``stall_s`` (or msrun exiting non-zero) ends the job
-  with a :class:`LaunchError` naming the rank and the kept log directory;
+  metadata does not match the run; then :mod:`kfsim.launch.preflight` (data,
+  output folders, interpreter, memory, resume step < steps);
+* msrun (this interpreter's) runs in its own process group with a free master
+  port and ``GLOG_v=3``, and dies with the launcher (:mod:`kfsim.launch.watchdog`);
+  the whole group is killed on timeout or failure;
+* liveness (:mod:`kfsim.launch.supervise`): a rank process that dies is named
+  within ~2 s with its signal or exit code and its log's line; a rank whose
+  ``hb.rank<r>`` heartbeat is older than ``stall_s`` (or msrun exiting non-zero)
+  ends the job with a :class:`LaunchError` naming the rank and the kept log directory;
 * the run record is rank 0's (``kfsim.records`` format, source "mindspore").
 """
 from __future__ import annotations
@@ -28,7 +31,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from kfsim.launch import integrity
+from kfsim.launch import integrity, preflight, supervise, watchdog
+from kfsim.launch.preflight import interpreter_path  # noqa: F401 - kfsim.testbed uses it from here
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -71,23 +75,19 @@ def model_avals(model: str, hidden: int = 2900):
     return [(p[k].shape, p[k].dtype) for k in sorted(p)]
 
 
-def interpreter_path() -> str:
-    """PATH with this interpreter's bin folder first: msrun starts its workers as plain
-    ``python``, which must be this environment's (a venv need not be activated)."""
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-
 def msrun_path() -> str:
     """MindSpore's ``msrun`` of *this* interpreter's environment (a venv need not be
-    activated), else the one on PATH; LaunchError when there is none."""
+    activated): beside ``sys.executable``, else one on PATH whose ``#!`` line is this
+    interpreter — never another environment's; LaunchError when there is none."""
     own = Path(sys.executable).parent / "msrun"
     if own.is_file() and os.access(own, os.X_OK):
         return str(own)
     found = shutil.which("msrun")
-    if found is None:
-        raise LaunchError(f"msrun not found beside {sys.executable} nor on PATH "
-                          "(install MindSpore into this environment: pip install 'kfsim[mindspore]')")
-    return found
+    if found is not None and preflight.runs_this_interpreter(found):
+        return found
+    raise LaunchError(f"msrun not found beside {sys.executable}" +
+                      (f" (the one on PATH, {found}, runs another interpreter)" if found else "") +
+                      "; install MindSpore into this environment: pip install 'kfsim[mindspore]'")
 
 
 def validate(spec: str, workers: int, model: str, steps: int, batch: int, device: str, rng: str,
@@ -152,7 +152,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            log_dir: str | Path | None = None, extra_args: list[str] | None = None,
            keep_logs: bool = False, imports: tuple[str, ...] | list[str] = (), progress=None,
            log=None, overwrite: bool = False, allow_changes: Sequence[str] = (),
-           fingerprint_every: int = 10) -> LaunchResult:
+           fingerprint_every: int = 10, worker_mem: int | None = None) -> LaunchResult:
     """Run a MindSpore data-parallel job with msrun; see the module docstring.
 
     ``imports``: what every worker imports first — e.g. a module that registers
@@ -167,6 +167,12 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     in ``allow_changes`` (the run record then lists them); every
     ``fingerprint_every`` steps (0: never) the replicas' parameters are
     compared and the job stops on the first difference.
+    Preflight (:mod:`kfsim.launch.preflight`, before any process starts):
+    ``resume_step < steps``, the output folders writable, the data present, this
+    interpreter's msrun and MindSpore, ``workers`` x ``worker_mem`` bytes (default:
+    an estimate from the model) free. While it runs (:mod:`kfsim.launch.supervise`)
+    a dead rank ends the job within ~2 s naming the rank, the signal and its log's
+    line; the job dies with this process (:mod:`kfsim.launch.watchdog`).
     """
     from kfsim.imports import for_workers, import_user
 
@@ -174,6 +180,10 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         import_user(target)
     imports, import_paths = for_workers(imports)
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
+    msrun = msrun_path()
+    outs = {"log folder": log_dir, "record folder": Path(record).parent if record else None, "ckpt_dir": ckpt_dir}
+    preflight.check(workers=workers, steps=steps, resume_step=resume_step, avals=model_avals(model, hidden),
+                    out_dirs={k: Path(v) for k, v in outs.items() if v is not None}, worker_mem=worker_mem)
     meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
             "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None}
     if fingerprint_every < 0:
@@ -186,7 +196,6 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         integrity.verify(ckpt_dir, resume_step, workers)
     elif ckpt_dir is not None:
         integrity.prepare_dir(ckpt_dir, 0, overwrite)
-    msrun = msrun_path()
     own_logs = log_dir is None
     log_dir = Path(tempfile.mkdtemp(prefix="kfsim-msrun-")) if own_logs else Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -214,8 +223,10 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     args += list(extra_args or [])
     port = free_port(workers)
     cmd = [msrun, f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
-           f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120", str(WORKER), *args]
-    env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(),
+           f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120",
+           f"--tail_worker_log={workers}",  # no rank has this id: no `tail -f` processes (they outlive msrun)
+           str(WORKER), *args]
+    env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(), **watchdog.launcher_env(),
                PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
     for stale in [*log_dir.glob("hb.rank*"), *log_dir.glob("worker_*.log"), log_dir / "scheduler.log"]:
         stale.unlink(missing_ok=True)  # an earlier job's, in a reused log folder
@@ -223,16 +234,20 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     fps = integrity.FingerprintWatch(log_dir, workers)  # removes an earlier job's fp.rank<r>
     t0 = time.time()
     out = open(log_dir / "msrun.out", "w")
-    proc = subprocess.Popen(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = supervise.start(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT)
     previous = _raise_on_sigterm()
     if log is not None:
         log(f"msrun started: {workers} workers ({model}, {spec}), logs in {log_dir}")
+    err = None
     try:
-        err = _watch(proc, log_dir, workers, t0, timeout_s, stall_s, lambda: tail.poll() or fps.poll())
+        ranks = supervise.Ranks(proc, log_dir, workers, str(WORKER))
+        err = supervise.watch(proc, log_dir, workers, t0, timeout_s, stall_s, ranks,
+                              lambda: tail.poll() or fps.poll())
         err = err or fps.poll()
+        if err is not None and log is not None:
+            log(f"job failed: {err}")
     finally:
-        _kill_group(proc)
+        supervise.kill_tree(proc, graceful=err is None)
         if ckpt_dir is not None:
             integrity.write_sets(ckpt_dir, workers)
         out.close()
@@ -240,7 +255,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
             signal.signal(signal.SIGTERM, previous)
     wall = time.time() - t0
     if err is not None:
-        raise LaunchError(f"{err}; logs kept in {log_dir}\n{_tail(log_dir)}")
+        raise LaunchError(f"{err}; logs kept in {log_dir}\n{supervise.tail(log_dir)}")
     if not record.exists():
         raise LaunchError(f"job finished but wrote no run record {record}; logs kept in {log_dir}")
     tail.finish()
@@ -305,91 +320,3 @@ class RecordTail:
         """Hand over the steps not yet seen, from the finished record."""
         if self.progress is not None:
             self._deliver(self.path.read_bytes().splitlines())
-
-
-def _watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float,
-           poll=None) -> str | None:
-    while True:
-        if poll is not None and (found := poll()):
-            return found
-        rc = proc.poll()
-        now = time.time()
-        beats = {r: log_dir / f"hb.rank{r}" for r in range(workers)}
-        done = all(p.exists() and p.read_text() == "done" for p in beats.values())
-        if rc is not None:
-            if rc == 0 and done:
-                return None
-            bad = {r: (p.read_text() if p.exists() else "not started") for r, p in beats.items()
-                   if not (p.exists() and p.read_text() == "done")}
-            return f"msrun exited with code {rc}; {_culprit(log_dir)}ranks not finished (last step): {bad}"
-        if now - t0 > timeout_s:
-            return f"job exceeded its timeout of {timeout_s:.0f} s"
-        for r, p in beats.items():
-            if p.exists() and p.read_text() != "done" and now - p.stat().st_mtime > stall_s:
-                return f"rank {r} made no progress for {stall_s:.0f} s (last step {p.read_text()})"
-            if not p.exists() and now - t0 > stall_s + 120:
-                return f"rank {r} never started"
-        time.sleep(0.5)
-
-
-def _culprit(log_dir: Path) -> str:
-    """'rank r died or hung; ' from the scheduler's log, when it says so."""
-    import re
-    log = log_dir / "scheduler.log"
-    if log.exists():
-        found = sorted(set(re.findall(r"The node: (\d+) is timed out", log.read_text(errors="replace"))))
-        if found:
-            return f"rank {', '.join(found)} stopped responding (exited or hung); "
-    return ""
-
-
-def _descendants(pid: int) -> list[int]:
-    """All processes below pid (msrun starts each worker in its own session, so
-    killing msrun's process group alone would leave workers behind)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _kill_group(proc) -> None:
-    """End msrun, its process group and every worker it started (SIGTERM, then SIGKILL)."""
-    victims = _descendants(proc.pid)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in victims:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if sig == signal.SIGTERM:
-            deadline = time.time() + 10
-            while time.time() < deadline and any(Path(f"/proc/{p}").exists() for p in victims):
-                time.sleep(0.2)
-    proc.wait()
-
-
-def _tail(log_dir: Path, lines: int = 15) -> str:
-    parts = []
-    for f in sorted(log_dir.glob("*.log")) + [log_dir / "msrun.out"]:
-        if f.exists():
-            txt = [l for l in f.read_text(errors="replace").splitlines() if l.strip()][-lines:]
-            parts.append(f"--- {f.name}\n" + "\n".join(txt))
-    return "\n".join(parts)

@@ -48,6 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--stop-after", type=int, default=None, help="exit after this step (tests of resume)")
     p.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step (tests)")
     p.add_argument("--perturb-at", type=int, default=None, help="rank 1 nudges a weight at this step (tests)")
+    p.add_argument("--oom-at", type=int, default=None,
+                   help="rank 1 runs out of memory at this step: a 2 GiB allocation under an "
+                        "address-space limit 256 MiB above its size (tests)")
     p.add_argument("--timing-detail", action="store_true", help="also time the reducer alone per step")
     p.add_argument("--fingerprint-every", type=int, default=0,
                    help="every N steps append a fingerprint of the parameters to <run_dir>/fp.rank<r>")
@@ -60,6 +63,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    from kfsim.launch import watchdog
+
+    watchdog.arm()  # dies with msrun and with the launcher, before anything slow
     a = parse_args(argv)
     from kfsim.imports import import_user
 
@@ -142,7 +148,7 @@ def main(argv=None) -> int:
     phase = None if native else comp.phase_of(start)
     train = make_train(reducer)
     mean_loss = MeanLoss()
-    bytes_per_step = dense_bytes if native else reducer.wire_bytes
+    bytes_per_step = dense_bytes if native else reducer.payload_bytes
     writer = None
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
@@ -159,9 +165,14 @@ def main(argv=None) -> int:
             reducer = make_reducer(t, state)
             train = make_train(reducer)
             phase = comp.phase_of(t)
-            bytes_per_step = reducer.wire_bytes
+            bytes_per_step = reducer.payload_bytes
         if a.die_at is not None and t == a.die_at and rank == 1:
             os._exit(3)
+        if a.oom_at is not None and t == a.oom_at and rank == 1:
+            import resource
+            vm = next(int(l.split()[1]) << 10 for l in open("/proc/self/status") if l.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+            np.empty(2 << 30, np.uint8)  # MemoryError: the address space is full
         if a.perturb_at is not None and t == a.perturb_at and rank == 1:
             w = net.trainable_params()[0]
             w.set_data(w + ms.Tensor(np.float32(1e-3)))
@@ -174,7 +185,8 @@ def main(argv=None) -> int:
         dt = time.perf_counter() - t0
         extra = {"rank_loss": float(loss.asnumpy())}
         if not native:
-            extra["collectives"] = reducer.collectives
+            extra.update(collectives=reducer.collectives, buckets=reducer.buckets,
+                         payload_bytes=reducer.payload_bytes, wire_bytes=reducer.wire_bytes)
         acc = None
         if writer is not None and ((a.eval_every and (t + 1) % a.eval_every == 0) or t + 1 == a.steps):
             logits = net(ms.Tensor(xte)).asnumpy()

@@ -69,12 +69,24 @@ def _leaf_plan(comp, shape: tuple, dtype: str):
     return comp.plan(shape, np.dtype(dtype))
 
 
-def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPlan:
+def tensor_names(shapes, names=None) -> tuple:
+    """The tensors' path names: ``names``, or their forward indices "0", "1", ..."""
+    if names is None:
+        return tuple(str(t) for t in range(len(shapes)))
+    if len(names) != len(shapes):
+        raise ValueError(f"{len(names)} tensor names for {len(shapes)} tensors")
+    return tuple(names)
+
+
+def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None, names=None) -> TensorPlan:
     """Stack ``comp.plan`` over tensors (cached per distinct shape); with a
     ``cluster``, also each coded tensor's encode/decode seconds on its device
-    (traced once per distinct shape, :func:`kfsim.sim.codec.tensor_codec`)."""
+    (traced once per distinct shape, :func:`kfsim.sim.codec.tensor_codec`).
+    A per-tensor plan (``comp.paths``) prices tensor t with the compressor it
+    names for ``names[t]`` (:func:`tensor_names`)."""
     shapes = [tuple(int(d) for d in s) for s in shapes]
-    plans = [_leaf_plan(comp, s, dtype) for s in shapes]
+    comps = [comp.at_path(n) for n in tensor_names(shapes, names)] if comp.paths else [comp] * len(shapes)
+    plans = [_leaf_plan(c, s, dtype) for c, s in zip(comps, shapes)]
     R = max((len(p) for p in plans), default=1) or 1
     T = len(plans)
     item = np.dtype(dtype).itemsize
@@ -92,7 +104,7 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPla
             else:
                 raise ValueError(f"unknown aggregation law {rnd.law!r} in plan of {comp.spec}")
         if len(plan) == 1 and plan[0].law == Law.SUM and plan[0].bits == dense[t] * 8:
-            coded[t] = not is_dense_exchange(comp, shapes[t], dtype)
+            coded[t] = not is_dense_exchange(comps[t], shapes[t], dtype)
     if cluster is None:
         return TensorPlan(dense, sb, gb, coded, max_workers=cap)
     r = rates(cluster)
@@ -100,7 +112,7 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None) -> TensorPla
     cost = np.zeros((3, T))
     for t, s in enumerate(shapes):
         if coded[t]:
-            cost[:, t] = tensor_codec(comp, s, dt, r)
+            cost[:, t] = tensor_codec(comps[t], s, dt, r)
     return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap)
 
 
@@ -116,8 +128,9 @@ def is_dense_exchange(comp, shape: tuple, dtype: str = "float32") -> bool:
 
 
 def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: str,
-                net: algorithms.NetParams, comm_fn=None) -> BucketCost:
-    """Per-bucket exchange time for p workers (``plan`` priced: ``tensor_plan(..., cluster=)``).
+                net: algorithms.NetParams, comm_fn=None, call_s: float = 0.0) -> BucketCost:
+    """Per-bucket exchange time for p workers (``plan`` priced: ``tensor_plan(..., cluster=)``);
+    each collective call that carries bytes also pays ``call_s`` (``Overheads.collective_s``).
 
     ``comm_fn(kind, p, nbytes)`` (kind "allreduce"/"allgather") replaces the
     closed forms (the flow-level network uses it)."""
@@ -139,8 +152,8 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
     else:
         ar = comm_fn("allreduce", p, sums)
         ag = comm_fn("allgather", p, gath)
-    ar = np.where(sums > 0, ar, 0.0)
-    ag = np.where(gath > 0, ag, 0.0)
+    ar = np.where(sums > 0, ar + call_s, 0.0)
+    ag = np.where(gath > 0, ag + call_s, 0.0)
     comm = (ar + ag).sum(axis=1)
     sent = sums.sum(axis=1) + gath.sum(axis=1)
     g = net.gpus_per_node
@@ -151,9 +164,10 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
 
 def exchange_time(comp, shapes, p: int, cluster, collective: str | None = None) -> float:
     """One exchange of the whole model as a single bucket, no overlap:
-    T_enc + Σ_r [T_AR + T_AG] + T_dec (the closed form the pipeline must
-    reproduce with one bucket)."""
+    T_enc + Σ_r [T_AR + T_AG] + T_dec, each collective call with its overhead (the closed form
+    the pipeline reproduces with one bucket, plus the per-tensor and per-step overheads)."""
     plan = tensor_plan(comp, shapes, cluster=cluster)
     ids = np.zeros(len(shapes), dtype=np.int64)
-    bc = bucket_cost(plan, ids, p, collective or cluster.collective, algorithms.net_params(cluster))
+    bc = bucket_cost(plan, ids, p, collective or cluster.collective, algorithms.net_params(cluster),
+                     call_s=cluster.overheads.collective_s)
     return float(bc.comm.sum() + bc.enc.sum() + bc.dec.sum())

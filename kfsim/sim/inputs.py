@@ -34,7 +34,10 @@ def as_model(model) -> ModelProfile:
     tf = None if m.tensor_flops is None else tuple(float(x) for x in m.tensor_flops)
     if tf is not None and len(tf) != len(shapes):
         raise ValueError(f"model {m.name!r}: tensor_flops has {len(tf)} entries for {len(shapes)} tensors")
-    return m._replace(tensor_shapes=shapes, tensor_flops=tf)
+    names = None if m.tensor_names is None else tuple(str(n) for n in m.tensor_names)
+    if names is not None and len(names) != len(shapes):
+        raise ValueError(f"model {m.name!r}: tensor_names has {len(names)} entries for {len(shapes)} tensors")
+    return m._replace(tensor_shapes=shapes, tensor_flops=tf, tensor_names=names)
 
 
 def _is_normal(m: ModelProfile) -> bool:
@@ -43,6 +46,8 @@ def _is_normal(m: ModelProfile) -> bool:
             and all(type(s) is tuple for s in m.tensor_shapes)
             and (m.tensor_flops is None or isinstance(m.tensor_flops, tuple))
             and (m.tensor_flops is None or len(m.tensor_flops) == len(m.tensor_shapes))
+            and (m.tensor_names is None or (type(m.tensor_names) is tuple
+                                            and len(m.tensor_names) == len(m.tensor_shapes)))
             and m.flops_per_sample >= 0)
 
 
@@ -95,3 +100,13 @@ def model_arrays(m: ModelProfile, bucket_mb: float):
     np.maximum.at(ready, ids, frac)
     ready = np.minimum(np.maximum.accumulate(ready), 1.0)
     return ids, ready
+
+
+def with_precision(cl, precision: str | None):
+    """``cl`` with the run's precision (None: its own); ValueError naming the known ones."""
+    from kfsim.catalog.devices import PRECISIONS
+    if precision is None:
+        return cl
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})")
+    return cl._replace(precision=precision)

@@ -24,7 +24,7 @@ import numpy as np
 
 
 class Breakdown(NamedTuple):
-    """Where one iteration's time goes. total = compute + codec + exposed_comm + idle.
+    """Where one iteration's time goes. total = compute + codec + overhead + exposed_comm + idle.
 
     Bytes, per worker and iteration: ``bytes_per_worker`` is the *payload* (the
     compressor's encoded bytes, all buckets and rounds — independent of p and
@@ -43,6 +43,7 @@ class Breakdown(NamedTuple):
     rounds: int
     workers: int
     wire_bytes_per_worker: float = 0.0  # bytes on the wire for the collective used
+    overhead_s: float = 0.0        # framework overhead on the device: per-tensor hooks + fixed per step
 
     @property
     def payload_bytes_per_worker(self) -> float:
@@ -62,27 +63,33 @@ def serial_chain(ready: np.ndarray, dur: np.ndarray) -> np.ndarray:
 def schedule(fwd: float, bwd: float, opt: float, bucket_ready_frac: np.ndarray, enc: np.ndarray,
              comm: np.ndarray, dec: np.ndarray, *, overlap: bool = True, interference: float = 1.0,
              bytes_per_worker: float = 0.0, rounds: int = 1, workers: int = 1,
-             wire_bytes_per_worker: float = 0.0) -> Breakdown:
+             wire_bytes_per_worker: float = 0.0, hook=None, fixed: float = 0.0) -> Breakdown:
     """Breakdown of one iteration.
 
     bucket_ready_frac[i]: fraction of the backward pass done when bucket i's
-    last gradient exists (non-decreasing, last = 1)."""
+    last gradient exists (non-decreasing, last = 1). hook[i]: framework seconds
+    on the device before bucket i launches (its tensors' hooks; runs like an
+    encode, reported as ``overhead_s``); fixed: seconds per step after the
+    last decode (the reducer's finalize)."""
     enc, comm, dec = (np.asarray(x, dtype=np.float64) for x in (enc, comm, dec))
     codec = float(enc.sum() + dec.sum())
+    hook = np.zeros_like(enc) if hook is None else np.asarray(hook, dtype=np.float64)
+    over = float(hook.sum()) + fixed
     if not overlap:
         compute = fwd + bwd + opt
-        total = compute + codec + float(comm.sum())
+        total = compute + codec + over + float(comm.sum())
         return Breakdown(total, compute, float(comm.sum()), codec, 0.0, float(comm.sum()),
-                         bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker)
+                         bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker, over)
     lam = interference if comm.sum() > 0 else 1.0
     b = lam * bwd
+    enc = enc + hook
     enc_done = b * np.asarray(bucket_ready_frac, dtype=np.float64) + np.cumsum(enc)
     e = serial_chain(enc_done, comm)
     bwd_end = b + float(enc.sum())
     d = serial_chain(np.maximum(e, bwd_end), dec)
     end = float(d[-1]) if len(d) else bwd_end
     compute = fwd + b + opt
-    total = fwd + end + opt
-    exposed = total - compute - codec
+    total = fwd + end + fixed + opt
+    exposed = total - compute - codec - over
     return Breakdown(total, compute, max(exposed, 0.0), codec, 0.0, float(comm.sum()),
-                     bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker)
+                     bytes_per_worker, len(comm), rounds, workers, wire_bytes_per_worker, over)

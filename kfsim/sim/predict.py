@@ -19,7 +19,7 @@ from kfsim.sim import algorithms
 from kfsim.sim.compute import compute_time
 from kfsim.sim.events import AppliedUpdate, simulate_async, simulate_sync  # noqa: F401  (re-exported)
 from kfsim.sim.exchange_cost import bucket_cost, tensor_plan
-from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays  # noqa: F401 (public)
+from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays, with_precision  # noqa: F401
 from kfsim.sim.pipeline import Breakdown, schedule
 
 NETWORKS = ("analytical", "flow")
@@ -28,7 +28,8 @@ NETWORKS = ("analytical", "flow")
 def predict_iteration(model, cluster, compressor="none", workers: int | None = None, *,
                       batch_per_worker: int | None = None, collective: str | None = None,
                       bucket_mb: float = 25.0, overlap: bool = True, step: int | None = None,
-                      interference: float | None = None, network: str = "analytical") -> Breakdown:
+                      interference: float | None = None, network: str = "analytical",
+                      precision: str | None = None) -> Breakdown:
     """Time of one synchronous iteration and its breakdown.
 
     model: catalog name or :class:`ModelProfile`; cluster: :class:`Cluster`,
@@ -36,10 +37,11 @@ def predict_iteration(model, cluster, compressor="none", workers: int | None = N
     ``step`` if given: warm-up/DGC schedules); workers: default the cluster's
     size; collective: default the cluster's (ring, tree, rhd, hierarchical,
     ps, mccl); network: "analytical" (closed forms) or "flow" (flow-level
-    max-min sharing on the cluster's topology).
+    max-min sharing on the cluster's topology); precision: the run's (mixed, fp32, tf32, fp16,
+    bf16; default the cluster's) picks the device peak compute is priced at.
     """
     m = as_model(model)
-    cl = as_cluster(cluster)
+    cl = with_precision(as_cluster(cluster), precision)
     comp = as_compressor(compressor, step)
     p = cl.workers if workers is None else int(workers)
     if p < 1:
@@ -70,26 +72,28 @@ def _predict(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, network) -> B
 
 
 @functools.lru_cache(maxsize=1024)
-def _priced_plan(comp, shapes: tuple, cl: Cluster):
+def _priced_plan(comp, shapes: tuple, cl: Cluster, names: tuple | None = None):
     """The model's TensorPlan with per-tensor codec seconds on ``cl``'s device (independent of
     p: decode is priced as fixed part + p × per-payload part inside ``bucket_cost``)."""
-    return tensor_plan(comp, shapes, cluster=cl)
+    return tensor_plan(comp, shapes, cluster=cl, names=names)
 
 
 def _iteration(m, cl, comp, p, batch, coll, bucket_mb, overlap, lam, comm_fn=None) -> Breakdown:
     """Compute + bucket exchange costs → the pipeline schedule."""
     ct = compute_time(m, cl, batch)
     ids, ready = model_arrays(m, bucket_mb)
-    plan = _priced_plan(comp, m.tensor_shapes, cl)
+    plan = _priced_plan(comp, m.tensor_shapes, cl, m.tensor_names)
     plan.check_workers(p, comp.spec)
-    bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), comm_fn)
+    ov = cl.overheads
+    bc = bucket_cost(plan, ids, p, coll, algorithms.net_params(cl), comm_fn, ov.collective_s)
     if p == 1:  # nothing to exchange, nothing to encode
         z = np.zeros_like(bc.comm)
         return schedule(ct.fwd, ct.bwd, ct.opt, ready, z, z, z, overlap=overlap, interference=lam,
                         bytes_per_worker=0.0, rounds=bc.rounds, workers=1)
     return schedule(ct.fwd, ct.bwd, ct.opt, ready, bc.enc, bc.comm, bc.dec, overlap=overlap,
                     interference=lam, bytes_per_worker=float(bc.bytes_sent.sum()), rounds=bc.rounds,
-                    workers=p, wire_bytes_per_worker=float(bc.wire.sum()))
+                    workers=p, wire_bytes_per_worker=float(bc.wire.sum()),
+                    hook=np.bincount(ids, minlength=len(bc.comm)) * ov.tensor_s, fixed=ov.step_s)
 
 
 def predict_shared(model, cluster, compressor, jobs: Sequence[int], *, placement: str = "packed",
@@ -134,7 +138,7 @@ def predict_stragglers(model, cluster, compressor, workers: int, compute, *, ite
     comp = as_compressor(compressor, step)
     coll = algorithms.check_name(collective or cl.collective)
     ids, ready = model_arrays(m, float(bucket_mb))
-    plan = _priced_plan(comp, m.tensor_shapes, cl)
+    plan = _priced_plan(comp, m.tensor_shapes, cl, m.tensor_names)
     bc = bucket_cost(plan, ids, workers, coll, algorithms.net_params(cl))
     ct = compute_time(m, cl, m.batch)
     dists = per_worker(compute, workers)
@@ -162,7 +166,7 @@ def payload_bytes(model, compressor, step: int | None = None) -> float:
     compressor's encoded size, independent of p and of the collective. The bytes
     on the wire are ``predict_iteration(...).wire_bytes_per_worker``."""
     m = as_model(model)
-    plan = tensor_plan(as_compressor(compressor, step), m.tensor_shapes)
+    plan = tensor_plan(as_compressor(compressor, step), m.tensor_shapes, names=m.tensor_names)
     return float(plan.sum_bytes.sum() + plan.gather_bytes.sum())
 
 

@@ -34,7 +34,7 @@ from kfsim.catalog import ModelProfile
 from kfsim.sim import algorithms
 from kfsim.sim.compute import compute_time
 from kfsim.sim.exchange_cost import tensor_plan
-from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays
+from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays, with_precision
 
 NETWORKS = ("analytical", "flow")
 
@@ -132,12 +132,13 @@ def _group(m, cl, comp, batch: int, bucket_mb: float) -> _Group:
     ids, ready = model_arrays(m, bucket_mb)
     ready = ready.copy()
     B = len(ready)
-    plan = tensor_plan(comp, m.tensor_shapes, cluster=cl)       # priced: codec seconds per tensor
+    plan = tensor_plan(comp, m.tensor_shapes, cluster=cl, names=m.tensor_names)  # priced: codec seconds per tensor
     R = plan.sum_bytes.shape[1]
     sums, gath, enc = np.zeros((B, R)), np.zeros((B, R)), np.zeros(B)
     np.add.at(sums, ids, plan.sum_bytes)            # as exchange_cost.bucket_cost
     np.add.at(gath, ids, plan.gather_bytes)
     np.add.at(enc, ids, plan.enc_s)
+    enc += np.bincount(ids, minlength=B) * cl.overheads.tensor_s     # per-tensor hooks (pipeline's ``hook``)
     M = np.stack([(sums > 0).sum(axis=1), np.where(sums > 0, sums, 0.0).sum(axis=1),
                   (gath > 0).sum(axis=1), np.where(gath > 0, gath, 0.0).sum(axis=1)]).astype(np.float64)
     for a in (ready, M):
@@ -222,7 +223,7 @@ def _as_1d(x, what: str) -> np.ndarray:
 def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths: Sequence[float] | None = None, *,
                batch_per_worker: int | None = None, collective: str | None = None, bucket_mb: float = 25.0,
                overlap: bool = True, step: int | None = None, interference: float | None = None,
-               network: str = "analytical") -> np.ndarray:
+               network: str = "analytical", precision: str | None = None) -> np.ndarray:
     """Iteration time (s) of every model × compressor × inter-node bandwidth × worker count.
 
     models: catalog names / ModelProfiles (or one); compressors: specs / Compressors (or one);
@@ -234,7 +235,7 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
         models = [models]
     if isinstance(compressors, str) or not isinstance(compressors, (Sequence, np.ndarray)):
         compressors = [compressors]
-    cl = as_cluster(cluster)
+    cl = with_precision(as_cluster(cluster), precision)
     ms = [as_model(m) for m in models]
     cs = [as_compressor(c, step) for c in compressors]
     wf = _as_1d(workers, "workers")
@@ -269,10 +270,12 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
     net = net._replace(beta_inter=beta[:, None])
     nmax = max(g.max_bytes for row in groups for g in row)
     coef = np.stack(np.broadcast_arrays(*_affine(coll, p[None, :], net, nmax)))     # (4, K, W)
+    coef[0] += cl.overheads.collective_s        # per collective call: into A of all-reduce and all-gather
+    coef[2] += cl.overheads.collective_s
     one = p == 1
     for i, row in enumerate(groups):
         for j, g in enumerate(row):
-            out[i, j] = _group_totals(g, coef, p, bool(overlap), lam)
+            out[i, j] = _group_totals(g, coef, p, bool(overlap), lam) + cl.overheads.step_s
             out[i, j][:, one] = (g.fwd + g.bwd) + g.opt         # p = 1: nothing exchanged (schedule's value)
             if g.max_workers:
                 out[i, j][:, p > g.max_workers] = np.nan        # beyond the integer headroom (predict raises)

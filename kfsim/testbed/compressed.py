@@ -67,7 +67,7 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
         raise ValueError(f"steps ({steps}) must exceed skipped compile steps ({skip})")
     if batch % p:
         raise ValueError(f"batch {batch} must be divisible by workers {p}")
-    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-steps-"))
+    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-steps-")).resolve()  # the workers run elsewhere
     safe = "".join(c if c.isalnum() else "_" for c in spec)
     rate = tb.shape.rate_mbit if tb.shape else 0.0
     cell = root / f"{safe}_p{p}_{rate:g}mbit_h{hidden}{'_indep' if independent else ''}"

@@ -55,7 +55,7 @@ def run_cell(tb: Testbed, p: int, sizes: Sequence[int], ops: Sequence[str] = ("a
         raise ValueError(f"collectives need p >= 2, got {p}")
     if not sizes or any(int(s) < 4 for s in sizes):
         raise ValueError(f"sizes must be bytes >= 4, got {list(sizes)}")
-    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-bench-"))
+    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-bench-")).resolve()  # the workers run elsewhere
     cell = root / f"p{p}_{tb.shape.rate_mbit:g}mbit"
     cfg = {"out": str(cell / "res"), "sizes": [int(s) for s in sizes], "ops": list(ops),
            "repeats": int(repeats), "warmup": 1}

@@ -67,7 +67,7 @@ def run_native(tb: Testbed, p: int, layers: Sequence[int], batch: int = 64, step
                compute_only: bool = True, native: bool = True, log_root: str | Path | None = None, timeout_s: float = 280.0) -> TrainRun:
     if tb.shape is None:
         raise ValueError("the testbed must be shaped")
-    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-train-"))
+    root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-train-")).resolve()  # the workers run elsewhere
     cell = root / f"native_p{p}_{tb.shape.rate_mbit:g}mbit_{mlp_name(layers)}"
     cfg = {"out": str(cell / "res"), "layers": list(map(int, layers)), "batch": int(batch), "steps": int(steps),
            "warmup": int(warmup), "compute_only": bool(compute_only),

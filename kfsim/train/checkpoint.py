@@ -9,6 +9,8 @@ parameters, optimizer (momentum) buffers, *every worker's* compressor state
     worker<r>/<tensor path>/<field>   (e.g. worker0/w1/residual, worker2/w1/inner/q)
     workers/<tensor path>/<field>     (exchange="vmap": stacked on a worker axis)
     server/<tensor path>/<field>      version<v>/<name> (async: parameter versions)
+    outer/<field>/<name>              worker<r>/<field>/<tensor path>  (local SGD, kfsim.train.local:
+                                      outer/anchor/w1, worker0/accum/w1, worker0/comp/w1/residual)
 
 (compressor state paths are :func:`compressors.state.named_leaves`), plus a
 JSON document with the run configuration, the step, the simulated clock, the
@@ -35,7 +37,7 @@ import numpy as np
 
 from compressors.state import load_named, named_leaves
 from kfsim import records
-from kfsim.train import loop
+from kfsim.train import local, loop
 from kfsim.train.config import RunConfig
 
 FORMAT = "kfsim-train-checkpoint/2"
@@ -54,6 +56,8 @@ def _line(exc: BaseException) -> str:
 
 def _sections(cfg: RunConfig, state) -> dict:
     """The run state's arrays as one dict of named sections (see the module doc)."""
+    if isinstance(state, local.LocalState):  # local SGD: outer/<field>/<name>, worker<r>/<field>/<name>
+        return {"outer": state.outer, **{f"worker{r}": w for r, w in enumerate(state.workers)}}
     sec = {"params": state.params, "opt": state.opt}
     if cfg.exchange == "vmap":
         sec["workers"] = state.states
@@ -72,6 +76,8 @@ def array_names(cfg: RunConfig, state) -> dict[str, np.ndarray]:
 
 
 def _fresh(cfg: RunConfig, versions=()):
+    if cfg.local is not None:
+        return local.init_state(cfg)
     if cfg.mode == "sync":
         return loop.init_state(cfg)
     from kfsim.train import async_replay
@@ -88,13 +94,14 @@ def save(path: str | Path, cfg: RunConfig, state, history=()) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = array_names(cfg, state)
-    step = int(state.step if isinstance(state, loop.TrainState) else state.done)
+    synchronous = isinstance(state, (loop.TrainState, local.LocalState))
+    step = int(state.step if synchronous else state.done)
     doc = {
         "format": FORMAT, "config": cfg.to_dict(), "step": step, "clock": float(state.clock),
         "bytes_sent": int(state.bytes_sent), "rng": {"kind": "counter", "seed": cfg.seed, "step": step},
         "arrays": sorted(arrays), "history": [records._step_dict(s) for s in history],
     }
-    if not isinstance(state, loop.TrainState):
+    if not synchronous:
         doc.update(versions=[int(v) for v, _ in state.versions], version=int(state.version),
                    k_of=[int(k) for k in state.k_of])
     arrays[META] = np.frombuffer(json.dumps(doc).encode(), dtype=np.uint8)
@@ -160,10 +167,13 @@ def load(path: str | Path) -> tuple[RunConfig, object, list]:
         raise ValueError(f"{path}: state layout differs from a fresh {cfg.task!r} run with "
                          f"{cfg.compressor!r}: {exc}") from None
     tree = jax.tree_util.tree_map(jax.numpy.asarray, tree)
-    p, o = tree["params"], tree["opt"]
+    p, o = tree.get("params"), tree.get("opt")  # (local SGD: none; its state is outer + workers)
     s = tree["workers"] if cfg.exchange == "vmap" else tuple(tree[f"worker{r}"] for r in range(cfg.workers))
     try:
-        if cfg.mode == "sync":
+        if cfg.local is not None:
+            state = local.LocalState(tree["outer"], s, int(doc["step"]), float(doc["clock"]),
+                                     int(doc["bytes_sent"]))
+        elif cfg.mode == "sync":
             state = loop.TrainState(p, o, s, tree["server"], int(doc["step"]), float(doc["clock"]),
                                     int(doc["bytes_sent"]))
         else:
@@ -193,7 +203,7 @@ def run_with_checkpoints(cfg: RunConfig, path: str | Path, every: int, *, resume
         saved_cfg, state, history = load(path)
         if saved_cfg != cfg:
             raise ValueError(f"{path}: checkpoint is of a different configuration")
-    trainer = loop.Trainer(cfg, task)
+    trainer = loop.make_trainer(cfg, task)
     result, wall = None, 0.0
     while state is None or state.step < cfg.steps:
         start = 0 if state is None else state.step

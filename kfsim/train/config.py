@@ -38,6 +38,11 @@ class RunConfig:
     mode: str = "sync"
     staleness: int | None = None          # async: None = fully async, 0 = synchronous rounds, s = SSP bound
     jitter: float = 0.0                   # async: compute time x LogNormal(0, jitter)
+    local_steps: int | None = None        # local SGD / DiLoCo: H inner steps per sync (kfsim.train.local)
+    outer_lr: float = 1.0                 # local SGD: outer learning rate
+    outer_momentum: float = 0.0           # local SGD: outer Nesterov momentum
+    fragments: int = 1                    # local SGD: streaming fragments F (H % F == 0)
+    overlap_steps: int = 0                # local SGD: inner steps each exchange overlaps (< H / F)
 
     def __post_init__(self):
         # the configuration is a boundary: specs are parsed here, once; inside, values travel
@@ -80,6 +85,28 @@ class RunConfig:
             raise ValueError(f"target_accuracy must be in (0, 1], got {self.target_accuracy!r}")
         if self.bandwidth_gbit is not None and not (self.bandwidth_gbit > 0):
             raise ValueError(f"bandwidth_gbit must be > 0, got {self.bandwidth_gbit!r}")
+        self._check_local()
+
+    def _check_local(self) -> None:
+        from compressors.outer import LocalSGD
+
+        h = 1 if self.local_steps is None else self.local_steps
+        algo = LocalSGD(h, self.outer_lr, self.outer_momentum, self.fragments, self.overlap_steps)
+        object.__setattr__(self, "local", None)
+        if self.local_steps is None:
+            if algo != LocalSGD():
+                raise ValueError("outer_lr, outer_momentum, fragments and overlap_steps apply to local SGD only: "
+                                 "set local_steps (--local-steps H)")
+            return
+        from kfsim.train import models
+
+        algo.check(len(models.get(tasks.TASKS[self.task]).shapes))
+        for bad, why in ((self.mode != "sync", "mode='sync'"), (self.exchange != "loop", "exchange='loop'"),
+                         (self.grad_mode != "loop", "grad_mode='loop'"),
+                         (self.server_compressor is not None, "no server_compressor")):
+            if bad:
+                raise ValueError(f"local_steps (local SGD) needs {why}")
+        object.__setattr__(self, "local", algo)
 
     def replace(self, **kw) -> "RunConfig":
         return dataclasses.replace(self, **kw)

@@ -43,13 +43,26 @@ def mark_divergence(res: RunResult) -> RunResult:
     return res
 
 
+def make_trainer(cfg: RunConfig, task: tasks.Task | None = None):
+    """The synchronous trainer of ``cfg``: per-step (:class:`Trainer`) or local SGD
+    (:class:`kfsim.train.local.LocalTrainer`, when ``cfg.local_steps`` is set)."""
+    if cfg.local is None:
+        return Trainer(cfg, task)
+    from kfsim.train.local import LocalTrainer
+
+    return LocalTrainer(cfg, task)
+
+
 def run(cfg: RunConfig, *, record: str | None = None, task: tasks.Task | None = None,
         progress=None) -> RunResult:
     """Run a whole configuration (sync or async) and optionally write its run record."""
     if cfg.mode == "async":
         return mark_divergence(async_replay.run(cfg, record=record, task=task, progress=progress))
-    trainer = Trainer(cfg, task)
-    trainer.clock().iteration(trainer.comp, 0)  # a bad cluster or collective fails before the record opens
+    trainer = make_trainer(cfg, task)
+    if cfg.local is None:
+        trainer.clock().iteration(trainer.comp, 0)  # a bad cluster or collective fails before the record opens
+    else:
+        trainer.timing_at(0)
     if record is None:
         return mark_divergence(trainer.run(progress=progress))
     with records.Writer(record, "simulated", meta(cfg)) as w:

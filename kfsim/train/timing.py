@@ -32,7 +32,7 @@ def model_profile(model: str, batch_per_worker: int):
     order = FORWARD_ORDER[model]
     return ModelProfile(f"kfsim-{model}", tuple(tuple(m.shapes[k]) for k in order),
                         float(m.flops_per_sample), batch=int(batch_per_worker),
-                        source="kfsim.train.models (parameter shapes; 6 x forward MACs)")
+                        source="kfsim.train.models (parameter shapes; 6 x forward MACs)", tensor_names=order)
 
 
 NODES = "nodes"  # one RTX 3090 per node, nodes joined by 1 GbE (every worker crosses the network)

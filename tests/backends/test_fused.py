@@ -24,6 +24,10 @@ NP = backends.get("numpy")
 JAX = backends.get("jax")
 BIG = PARALLEL_MIN + 12_345  # the threaded kernels
 SIZES = [1, 31, 513, 4_099, BIG]
+# The JAX composition is one XLA program whatever the size (the size-dependent
+# paths are NumPy's kernels): it is compared at three of the sizes, which keeps
+# the module's compile count (time and memory) down.
+JAX_SIZES = {1, 513, BIG}
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64)]
 
 
@@ -54,7 +58,7 @@ def on_jax(fn, *args, dtype):
 
 
 def test_every_fused_op_is_covered():
-    assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "sum_abs",
+    assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
                                 "pack_signs", "unpack_signs", "add", "matmul_nt", "sub_matmul_nt"}
 
 
@@ -70,9 +74,10 @@ def test_bucket_min_max(n, dtype, bucket):
         assert g.shape == (nb,) and g.dtype == dtype
         # values (NaN == NaN); the sign of a zero extreme is unspecified
         np.testing.assert_array_equal(g, w, err_msg=name)
-    j = on_jax(Fused.bucket_min_max, x, bucket, dtype=dtype)
-    np.testing.assert_array_equal(j[0], want[0])
-    np.testing.assert_array_equal(j[1], want[1])
+    if n in JAX_SIZES:
+        j = on_jax(Fused.bucket_min_max, x, bucket, dtype=dtype)
+        np.testing.assert_array_equal(j[0], want[0])
+        np.testing.assert_array_equal(j[1], want[1])
 
 
 def test_bucket_min_max_nan_and_infinities():
@@ -103,8 +108,9 @@ def test_quantize_pack_and_dequantize(n, dtype, bits):
     ref = Fused.quantize_pack(NP, x, off, inv, bucket, top, bits, key)
     assert_same_bits(words, ref, "quantize_pack")
     assert words.size == -(-n // (32 // bits))
-    assert_same_bits(on_jax(Fused.quantize_pack, x, off, inv, bucket, top, bits, key, dtype=dtype), ref,
-                     "quantize_pack (JAX)")
+    if n in JAX_SIZES:
+        assert_same_bits(on_jax(Fused.quantize_pack, x, off, inv, bucket, top, bits, key, dtype=dtype), ref,
+                         "quantize_pack (JAX)")
     codes = NP.unpack_bits(words, bits, n)
     assert codes.max() <= top
     assert np.all(codes[np.isnan(x)] == 0)  # NaN -> code 0
@@ -211,7 +217,8 @@ def test_pack_and_unpack_signs(n, dtype):
     pos, neg = np.asarray(dtype.type(0.5)), np.asarray(dtype.type(-0.0))
     out = NP.unpack_signs(words, n, pos, neg)
     assert_same_bits(out, Fused.unpack_signs(NP, words, n, pos, neg), "unpack_signs")
-    assert_same_bits(on_jax(Fused.unpack_signs, words, n, pos, neg, dtype=dtype), out, "unpack_signs (JAX)")
+    if n in JAX_SIZES:
+        assert_same_bits(on_jax(Fused.unpack_signs, words, n, pos, neg, dtype=dtype), out, "unpack_signs (JAX)")
 
 
 def test_unpack_signs_rejects_mismatched_values():

@@ -26,15 +26,16 @@ def low_rank(rng, shape, rank, scale=1.0):
     return (rng.standard_normal((n, rank)) @ rng.standard_normal((rank, m)) * scale).reshape(shape)
 
 
-def exchange(ops, spec, per_worker, steps=1, dtype=np.float32):
+def exchange(ops, spec, per_worker, steps=1, dtype=np.float32, start=(0, None)):
     """Means of ``steps`` exchanges of the same per-worker gradient lists
-    (one list of gradient dicts per step, or one list reused)."""
+    (one list of gradient dicts per step, or one list reused); ``start``:
+    (first step number, states before it, or None for fresh ones)."""
     comp = C.parse(spec)
     steps_grads = per_worker if isinstance(per_worker[0], list) else [per_worker] * steps
     put = lambda g: {k: ops.asarray(np.asarray(v, dtype)) for k, v in g.items()}  # noqa: E731
-    states = [comp.init(ops, put(g)) for g in steps_grads[0]]
+    states = start[1] if start[1] is not None else [comp.init(ops, put(g)) for g in steps_grads[0]]
     means = []
-    for step, grads in enumerate(steps_grads):
+    for step, grads in enumerate(steps_grads, start[0]):
         keys = [C.make_keys(ops, 0, step, w) for w in range(len(grads))]
         res = protocol.run(ops, comp.step(step), [put(g) for g in grads], states, keys)
         states = list(res.states)
@@ -188,35 +189,74 @@ def test_old_absolute_eps_specs_still_parse_and_are_scale_free():
 # -- backends agree ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ef", [False, True])
-@pytest.mark.parametrize("case", ["rank-deficient", "full-rank", "near-zero", "zero"])
-def test_backends_agree(case, ef):
-    """Every backend matches JAX over three warm-started steps, to rtol 1e-5
-    of the gradient's scale (the conformance tolerance; an EF residual of a
-    rank-deficient gradient is round-off, so it is compared at the scale of
-    what is compressed, not at its own). One exception, with EF on
-    rank-deficient gradients: p = g + e is full rank there, e is amplified
-    round-off below the dependency tolerance (it grows until it reaches it
-    and is sent), and so the backends agree to that tolerance (3.5e-4)."""
+# Free-running EF runs on rank-deficient gradients drift apart (docs/powersgd.md): with r above the
+# summed gradient's rank they stay within this many dependency tolerances of the largest gradient
+# entry; benchmarks/bench_powersgd_agreement.py measured at most 5.0 (mean) and 11.2 (EF residual)
+# over 40 steps x 6 seeds
+EF_AGREEMENT = 32
+
+
+def agreement_case(case, steps):
     rng = np.random.default_rng(11)
     make = {"rank-deficient": lambda: low_rank(rng, (48, 40), 2), "full-rank": lambda: low_rank(rng, (48, 40), 40),
             "near-zero": lambda: low_rank(rng, (48, 40), 3, 1e-20), "zero": lambda: np.zeros((48, 40))}[case]
-    grads = [[{"w": make(), "b": rng.standard_normal(7)} for _ in range(2)] for _ in range(3)]
-    spec = f"powersgd(rank=6, ef={ef})"
-    rtol = tolerance(0.0, np.float32) if ef and case in ("rank-deficient", "near-zero") else 1e-5
-    scale = max(np.abs(g["w"]).max() for step in grads for g in step)
-    want_means, want_states = exchange(get_ops("jax"), spec, grads)
-    for backend in OPS_BACKENDS:
-        means, states = exchange(get_ops(backend), spec, grads)
-        for m, w in zip(means, want_means):
+    grads = [[{"w": make(), "b": rng.standard_normal(7)} for _ in range(2)] for _ in range(steps)]
+    return grads, max(np.abs(g["w"]).max() for step in grads for g in step)
+
+
+def moved(ops, states):
+    return [jax.tree_util.tree_map(lambda a: ops.asarray(to_numpy(a)), s) for s in states]
+
+
+@pytest.mark.parametrize("ef", [False, True])
+@pytest.mark.parametrize("case", ["rank-deficient", "full-rank", "near-zero", "zero"])
+def test_backends_agree_step_by_step(case, ef):
+    """Every backend matches JAX to rtol 1e-5 of the gradient's scale (the
+    conformance tolerance; an EF residual of a rank-deficient gradient is
+    round-off, so it is compared at the scale of what is compressed, not at
+    its own) on every warm-started step, each started from JAX's state
+    before it: with EF on rank-deficient gradients over 12 steps, long
+    enough for the residual to grow to the dependency tolerance and be sent
+    (free-running runs drift apart: the next test)."""
+    ef_deficient = ef and case in ("rank-deficient", "near-zero")
+    grads, scale = agreement_case(case, 12 if ef_deficient else 3)
+    comp = C.parse(f"powersgd(rank=6, ef={ef})")
+    jx = get_ops("jax")
+    ref, states = [], None
+    for step in range(len(grads)):  # JAX's run: (mean, states after) per step
+        (mean,), states = exchange(jx, comp.spec, grads[step:step + 1], start=(step, states))
+        ref.append((mean, states))
+    for backend in [b for b in OPS_BACKENDS if b != "jax"]:
+        ops = get_ops(backend)
+        for step, (w, ws) in enumerate(ref):
+            prev = None if step == 0 else moved(ops, ref[step - 1][1])
+            (m,), s = exchange(ops, comp.spec, grads[step:step + 1], start=(step, prev))
+            msg = f"{backend} step {step}"
             assert np.all(np.isfinite(m["w"]))
-            np.testing.assert_allclose(m["w"], w["w"], rtol=rtol, atol=rtol * scale, err_msg=backend)
+            np.testing.assert_allclose(m["w"], w["w"], rtol=1e-5, atol=1e-5 * scale, err_msg=msg)
+            for a, b in zip(s, ws):
+                q, wq = (st["w"].inner.q if ef else st["w"].q for st in (a, b))
+                np.testing.assert_allclose(to_numpy(q), to_numpy(wq), rtol=1e-5, atol=1e-5, err_msg=msg)  # max 1
+                if ef:
+                    np.testing.assert_allclose(to_numpy(a["w"].residual), to_numpy(b["w"].residual), rtol=1e-5,
+                                               atol=1e-5 * scale, err_msg=msg)
+
+
+def test_free_running_ef_runs_agree_to_the_stated_tolerance():
+    """EF over 16 steps on gradients of rank 4 (2 workers x rank 2) at rank
+    6, each backend left to itself: the mean and the residual agree with
+    JAX's to EF_AGREEMENT dependency tolerances of the largest gradient
+    entry. Round-off in the residual is amplified step by step (about x10)
+    until a spare column sends it, differently on each backend."""
+    grads, scale = agreement_case("rank-deficient", 16)
+    bound = EF_AGREEMENT * tolerance(0.0, np.float32) * scale
+    want_means, want_states = exchange(get_ops("jax"), "powersgd(rank=6)", grads)
+    for backend in [b for b in OPS_BACKENDS if b != "jax"]:
+        means, states = exchange(get_ops(backend), "powersgd(rank=6)", grads)
+        for step, (m, w) in enumerate(zip(means, want_means)):
+            assert np.abs(m["w"] - w["w"]).max() <= bound, (backend, step)
         for s, w in zip(states, want_states):
-            q, wq = (st["w"].inner.q if ef else st["w"].q for st in (s, w))
-            np.testing.assert_allclose(to_numpy(q), to_numpy(wq), rtol=rtol, atol=rtol, err_msg=backend)  # max 1
-            if ef:
-                np.testing.assert_allclose(to_numpy(s["w"].residual), to_numpy(w["w"].residual), rtol=rtol,
-                                           atol=rtol * scale, err_msg=backend)
+            assert np.abs(to_numpy(s["w"].residual) - to_numpy(w["w"].residual)).max() <= bound, backend
 
 
 # -- PyTorch's hook semantics ------------------------------------------------------------------------------

@@ -105,8 +105,10 @@ def compiled(tmp_path_factory) -> dict:
                                               *SPECS[i::PROCESSES]], cwd=ROOT, env=env,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
     results = {}
+    # up to ~5 min a spec on 2 busy cores (KFSIM_EDGE_SPECS=all: 21 specs a worker, ~52 min there)
+    timeout = max(3000, 300 * math.ceil(len(SPECS) / PROCESSES))
     for path, proc in procs:
-        _, err = proc.communicate(timeout=3000)
+        _, err = proc.communicate(timeout=timeout)
         started = None
         for line in path.read_text().splitlines() if path.exists() else []:
             rec = json.loads(line)

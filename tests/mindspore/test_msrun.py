@@ -61,6 +61,10 @@ def test_msrun_matches_simulation(spec, tmp_path):
     calls = sum(1 for e in t.prog.eqns if e.op in COMM_OPS)
     assert len(plan.collectives) <= calls <= 2 * len(plan.collectives)
     assert all(s.extra["collectives"] == calls for s in rec.steps)
+    # the record's accounting is the reducer's: plan payload, lowered wire bytes, buckets
+    from backends.mindspore.reducer import wire_bytes
+    assert all(s.extra["payload_bytes"] == plan.payload_bytes and s.extra["buckets"] == len(plan.buckets)
+               and s.extra["wire_bytes"] == wire_bytes(t.prog)[0] >= plan.payload_bytes for s in rec.steps)
 
 
 def test_native_allreduce_cnn_matches_simulated_dense(tmp_path):

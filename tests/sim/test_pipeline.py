@@ -20,7 +20,9 @@ def test_one_bucket_no_overlap_equals_closed_form():
     for spec in ("none", "fp16", "ef(topk(ratio=0.01))", "powersgd(rank=4)"):
         b = predict_iteration(m, SEED, spec, 16, bucket_mb=1e9, overlap=False)
         ct = compute_time(m, SEED, m.batch)
-        expect = ct.total + exchange_time(compressors.parse(spec), m.tensor_shapes, 16, SEED)
+        ov = SEED.overheads   # framework overheads per tensor and per step (collective calls: in exchange_time)
+        expect = (ct.total + exchange_time(compressors.parse(spec), m.tensor_shapes, 16, SEED)
+                  + len(m.tensor_shapes) * ov.tensor_s + ov.step_s)
         assert b.buckets == 1
         assert b.total_s == pytest.approx(expect, rel=1e-12)
 
@@ -29,7 +31,7 @@ def test_dense_exchange_is_ring_allreduce():
     m = catalog.get_model("resnet-50")
     n = 4.0 * m.params
     gamma = 3.0 / SEED.device.mem_bw
-    expect = cf.ring_allreduce(16, n, SEED.inter.latency, SEED.inter.beta, gamma)
+    expect = cf.ring_allreduce(16, n, SEED.inter.latency, SEED.inter.beta, gamma) + SEED.overheads.collective_s
     assert exchange_time(compressors.parse("none"), m.tensor_shapes, 16, SEED) == pytest.approx(float(expect))
 
 
@@ -133,3 +135,38 @@ def test_sweep_shapes():
     assert sweep("resnet-18", SEED, "none", [2, 4]).shape == (2,)
     out = sweep("resnet-18", SEED, "none", [8, 16], bandwidths=[1e8, 1e10])
     assert out.shape == (2, 2) and np.all(out[0] > out[1])
+
+
+def test_many_small_tensors_pay_their_overhead():
+    """Same parameters in 300 tensors vs 3: slower by (300 − 3) × the per-tensor overhead exactly
+    (one bucket each, no codec, same bytes), and by a non-zero amount."""
+    from kfsim.catalog.overheads import Overheads
+    few = ModelProfile("few", [(100_000,)] * 3, 6e9, batch=32)
+    many = ModelProfile("many", [(1_000,)] * 300, 6e9, batch=32)
+    assert few.params == many.params
+    cl = SEED._replace(overheads=Overheads(collective_s=10e-6, tensor_s=7e-6, step_s=50e-6))
+    for overlap in (False, True):
+        a = predict_iteration(few, cl, "none", 16, bucket_mb=1e9, overlap=overlap)
+        b = predict_iteration(many, cl, "none", 16, bucket_mb=1e9, overlap=overlap)
+        assert a.buckets == b.buckets == 1
+        assert b.total_s - a.total_s == pytest.approx(297 * 7e-6, rel=1e-9)
+        assert b.overhead_s - a.overhead_s == pytest.approx(297 * 7e-6, rel=1e-12)
+    bare = SEED._replace(overheads=Overheads(0.0, 0.0, 0.0))
+    assert predict_iteration(many, bare, "none", 16, bucket_mb=1e9).total_s == pytest.approx(
+        predict_iteration(few, bare, "none", 16, bucket_mb=1e9).total_s, rel=1e-12)
+
+
+def test_collective_and_step_overheads():
+    """Each collective call pays collective_s; each step step_s; p = 1 pays neither."""
+    from kfsim.catalog.overheads import Overheads
+    m = catalog.get_model("resnet-50")
+    bare = SEED._replace(overheads=Overheads(0.0, 0.0, 0.0))
+    call = SEED._replace(overheads=Overheads(1e-3, 0.0, 0.0))
+    step = SEED._replace(overheads=Overheads(0.0, 0.0, 2e-3))
+    for spec, calls in (("none", 1), ("powersgd(rank=4)", 2)):    # PowerSGD: two SUM rounds
+        t0 = predict_iteration(m, bare, spec, 16, bucket_mb=1e9, overlap=False).total_s
+        t1 = predict_iteration(m, call, spec, 16, bucket_mb=1e9, overlap=False).total_s
+        assert t1 - t0 == pytest.approx(calls * 1e-3, rel=1e-9)
+    t0 = predict_iteration(m, bare, "none", 16).total_s
+    assert predict_iteration(m, step, "none", 16).total_s - t0 == pytest.approx(2e-3, rel=1e-9)
+    assert predict_iteration(m, step, "none", 1).total_s == predict_iteration(m, bare, "none", 1).total_s

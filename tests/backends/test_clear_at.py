@@ -1,0 +1,102 @@
+"""``clear_at``: x with its entries at distinct indices taken out (top-k's EF residual).
+
+Its definition is the composition ``x - scatter_add(x.size, idx, gather(x, idx))``;
+NumPy (a copy and k writes) and JAX (one ``.at[].set``, eager and jitted) must
+give its bits, on NaN, +-inf and +-0 entries, every float width and the
+integers, with sentinel indices (dropped) and no indices at all. The lowered
+MindSpore graph traces the composition (tests/mindspore/test_lowered_clear_at.py).
+"""
+from __future__ import annotations
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+
+import backends
+from compressors.ops import Fused
+from tests.backends.ops_backends import assert_same_bits, maybe_x64
+from tests.backends.test_fused import BIG, data
+
+NP = backends.get("numpy")
+JAX = backends.get("jax")
+DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16),
+          np.dtype(np.int32), np.dtype(np.uint32)]
+
+
+def values(n: int, dtype) -> np.ndarray:
+    if np.issubdtype(dtype, np.integer):
+        return np.random.default_rng(1).integers(0, 1000, n).astype(dtype)
+    return data(n, np.float64).astype(dtype)
+
+
+def indices(x: np.ndarray, k: int, sentinels: bool) -> np.ndarray:
+    """k distinct positions: every special entry first (NaN, inf, zeros), then random ones."""
+    n = x.size
+    special = np.flatnonzero(~np.isfinite(x.astype(np.float64)) | (x == 0)).tolist()
+    rest = np.random.default_rng(2).permutation(n).tolist()
+    picked = list(dict.fromkeys(special + rest))[:k]
+    if sentinels:
+        picked += [n, n + 7, -1, -n]
+    return np.array(np.random.default_rng(3).permutation(picked), np.int32)
+
+
+def check_all(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    want = Fused.clear_at(NP, x, idx)  # the definition, on NumPy's primitive ops
+    assert want.shape == x.shape and want.dtype == x.dtype
+    assert_same_bits(NP.clear_at(x, idx), want, "clear_at (NumPy)")
+    with maybe_x64(x.dtype):
+        jx, ji = JAX.asarray(x), JAX.asarray(idx)
+        assert_same_bits(np.asarray(JAX.clear_at(jx, ji)), want, "clear_at (JAX eager)")
+        assert_same_bits(np.asarray(jax.jit(JAX.clear_at)(jx, ji)), want, "clear_at (JAX jit)")
+        composed = jax.jit(lambda a, b: Fused.clear_at(JAX, a, b))(jx, ji)
+        assert_same_bits(np.asarray(composed), want, "clear_at (JAX composition)")
+    return want
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 31, 4_099, BIG])
+@pytest.mark.parametrize("sentinels", [False, True])
+def test_clear_at_matches_its_composition(n, dtype, sentinels):
+    x = values(n, dtype)
+    idx = indices(x, max(1, n // 10), sentinels)
+    with np.errstate(invalid="ignore"):
+        got = check_all(x, idx)
+    hit = idx[(idx >= 0) & (idx < n)]
+    keep = np.ones(n, bool)
+    keep[hit] = False
+    assert_same_bits(got[keep], x[keep], "untouched entries")  # a check independent of the composition
+    xs, gs = x[hit].astype(np.float64), got[hit].astype(np.float64)
+    finite = np.isfinite(xs)
+    assert np.all(np.isnan(gs[~finite]))  # inf - inf and NaN stay NaN, as the subtraction gives
+    assert np.all(gs[finite] == 0)
+    zeros = finite & (xs == 0)
+    assert np.array_equal(np.signbit(gs[zeros]), np.signbit(xs[zeros]))  # -0.0 - (0 + -0.0) is -0.0
+
+
+def test_clear_at_edges():
+    x = np.array([-0.0, 0.0, 1e38, -2e-38, np.inf, -np.inf, np.nan, 3.0], np.float32)  # (normal: subnormals
+    # are outside the bit contract, XLA:CPU flushes them)
+    got = check_all(x, np.arange(8, dtype=np.int32))
+    assert got.view(np.uint32)[0] == 0x80000000 and got.view(np.uint32)[1] == 0  # the signs of the zeros
+    assert np.array_equal(got[2:4], [0.0, 0.0]) and np.all(np.isnan(got[4:7])) and got[7] == 0
+    check_all(x, np.zeros(0, np.int32))  # nothing sent: x itself
+    check_all(np.array([2.5], np.float32), np.array([0], np.int32))  # length 1
+    check_all(np.array([2.5], np.float32), np.array([1], np.int32))  # only a sentinel
+    check_all(np.zeros(0, np.float32), np.zeros(0, np.int32))  # empty
+
+
+def test_clear_at_is_what_top_k_leaves_behind():
+    """EF's residual of top-k: p - densify(top-k payload of p), in one op."""
+    x = data(BIG, np.float32)
+    x[~np.isfinite(x)] = 0.5
+    idx = NP.top_k_abs(x, 1000)
+    dense = NP.scatter_add(x.size, idx, NP.gather(x, idx))
+    assert_same_bits(NP.clear_at(x, idx), x - dense)
+
+
+def test_clear_at_rejects_bad_input():
+    with pytest.raises(ValueError, match="clear_at: expects a 1-D array"):
+        NP.clear_at(np.zeros((2, 2), np.float32), np.array([0], np.int32))
+    with pytest.raises(ValueError, match="clear_at: indices must be integers"):
+        NP.clear_at(np.zeros(4, np.float32), np.array([0.0], np.float32))

@@ -1,0 +1,79 @@
+"""Suite-wide hygiene.
+
+JAX keeps every executable it compiles (each eager op on a new shape, dtype or
+static argument compiles one, ~2 MB on CPU) for the life of the process; over
+the whole suite that grew one pytest process past 8 GB. After any test that
+leaves the process more than ``GROWTH_MB`` above where the last clean-up left
+it, JAX's caches are dropped and glibc hands the freed pages back
+(``malloc_trim``): later tests recompile what they use (seconds, rarely), and
+the suite's peak stays near its floor plus ``GROWTH_MB``. Memory that is not
+JAX's (MindSpore, data) only moves the floor, so this never repeats per test.
+
+Under pytest-xdist (``-n 2 --dist loadgroup``, pyproject's default) a module's
+tests stay on one worker (module fixtures run once), and every module that
+starts msrun jobs or network namespaces joins one group ``heavy``, so at most
+one such job (~1 GB per MindSpore process) runs at a time.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+GROWTH_MB = 800
+LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_floor = {"mb": 0}
+
+
+HEAVY_WORDS = ("msrun", "Testbed(", "netns")
+
+
+def is_heavy(path: Path, seen: dict = {}) -> bool:  # noqa: B006 (a per-session memo)
+    if path not in seen:
+        text = path.read_text(errors="replace") if path.suffix == ".py" else ""
+        seen[path] = any(w in text for w in HEAVY_WORDS)
+    return seen[path]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.path))
+        group = "heavy" if is_heavy(path) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def rss_mb() -> int:
+    """This process's resident set in MiB (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def release_jax_memory() -> int:
+    """Drop JAX's compiled executables, return freed pages to the OS; the RSS after."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
+    gc.collect()
+    trim = getattr(LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+    return rss_mb()
+
+
+@pytest.fixture(autouse=True)
+def bounded_jax_caches():
+    yield
+    if not _floor["mb"]:
+        _floor["mb"] = rss_mb()
+    elif rss_mb() > _floor["mb"] + GROWTH_MB:
+        _floor["mb"] = release_jax_memory()
