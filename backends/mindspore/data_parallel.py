@@ -30,14 +30,13 @@ before ``init()``.
 """
 from __future__ import annotations
 
-import os
-import sys
 from typing import Sequence
 
 import numpy as np
 
 from backends.mindspore.emit import build_cell
 from backends.mindspore.reducer import RNG_MODES, compressed_reducer
+from backends.mindspore.runtime import absorb_numpy_error
 from compressors.buckets import DEFAULT_BUCKET_BYTES
 
 MAX_PHASES = 16
@@ -50,20 +49,7 @@ def numpy_compat() -> None:
         return
     import mindspore as ms
 
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:  # the NumPy-1 build prints a long ImportError notice here; hide it
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        try:
-            ms.Tensor(np.zeros(2, np.float32)).reshape("not a shape")
-        except (SystemError, TypeError):
-            pass
-        sys.stderr.flush()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    absorb_numpy_error(lambda: ms.Tensor(np.zeros(2, np.float32)).reshape("not a shape"))
     _DONE.append(True)
 
 

@@ -24,29 +24,37 @@ _READY = {"device": None}
 _ROT = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
+def absorb_numpy_error(probe) -> None:
+    """Call ``probe()`` (a throw-away MindSpore op) once, with stderr silenced: the
+    NumPy-1 build of MindSpore prints a long ImportError notice and raises
+    SystemError (or, for an argument error, TypeError) on its first tensor op."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        try:
+            probe()
+        except (SystemError, TypeError):
+            pass
+        sys.stderr.flush()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def setup(device: str = "CPU") -> None:
     """Select the device once per process and absorb MindSpore's NumPy-2 start-up error."""
     import mindspore as ms
 
     if _READY["device"] is not None:
         return
-    import os
-    import sys
     ms.set_device(device)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:  # the NumPy-1 build prints a long ImportError notice here; hide it
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        try:
-            ms.Tensor(np.zeros(2, np.float32)).reshape(1, 2)
-        except SystemError:
-            pass
-        sys.stderr.flush()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    absorb_numpy_error(lambda: ms.Tensor(np.zeros(2, np.float32)).reshape(1, 2))
     _READY["device"] = device
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,17 +73,9 @@ def fail(message: object, code: int = USAGE_EXIT) -> typer.Exit:
 
 def check_out_dir(path: Path, flag: str = "--out") -> Path:
     """Create the output folder (if needed) and prove it is writable, before any work is done."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{flag} {path}: exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".kfsim-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
-    return path
+    from kfsim.sim.report import check_writable
+
+    return check_writable(path, flag)
 
 
 def check_out_file(path: Path, flag: str) -> Path:

@@ -18,8 +18,9 @@ import importlib.util
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
+
+from kfsim.sim.report import check_writable
 
 GIB = 1 << 30
 RUNTIME_BYTES = int(0.9 * GIB)     # one MindSpore CPU worker before the model: runtime, graph compiler, comm
@@ -79,20 +80,6 @@ def check_data() -> None:
                                  f"{F.PACKAGE} or set {F.ENV_DIR}") from None
             if not ok:
                 raise ValueError(f"Fashion-MNIST {split} data corrupt: {p} is not a gzip file")
-
-
-def check_writable(path: Path, what: str) -> None:
-    """Create ``path`` (a folder) if needed and write a probe file into it."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{what} {path}: exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".kfsim-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def worker_bytes(avals) -> int:

@@ -23,6 +23,22 @@ import numpy as np
 from kfsim.sim import plotstyle
 
 
+def check_writable(path: str | Path, what: str) -> Path:
+    """Create the folder ``path`` if needed and write a probe file into it; ValueError
+    naming ``what`` (a flag, a folder's role) when it is a file or cannot be written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".kfsim-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path next to ``path``; on success it replaces ``path`` (``os.replace``),

@@ -115,7 +115,7 @@ def run_local_study(cfg: LocalStudyConfig, out_dir: str | Path, *, log: Callable
     for i, (method, rc) in enumerate(runs):
         label = f"{method} {rc.compressor}"
         t0 = time.perf_counter()
-        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{slug(label)}.jsonl"), task=task,
+        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{study.slug(label)}.jsonl"), task=task,
                        progress=None if progress is None else progress(i, len(runs), label))
         row = {"method": method, "compressor": rc.compressor, "local_steps": rc.local_steps,
                "final_accuracy": res.summary["final_accuracy"], "diverged": res.summary["diverged"],
@@ -125,7 +125,7 @@ def run_local_study(cfg: LocalStudyConfig, out_dir: str | Path, *, log: Callable
             times = step_times(rc, b, len(res.steps))
             row[f"step_s@{b:g}G"] = sum(times) / len(times)
             row[f"tta_s@{b:g}G"] = None if row["tta_step"] is None else sum(times[:row["tta_step"] + 1])
-            curves.setdefault(b, {})[label] = curve(res.steps, times)
+            curves.setdefault(b, {})[label] = study.curve(res.steps, times)
         row["wall_s"] = time.perf_counter() - t0
         rows.append(row)
         log(f"[{i + 1}/{len(runs)}] {label}: accuracy {row['final_accuracy']:.4f}, "
@@ -140,20 +140,6 @@ def run_local_study(cfg: LocalStudyConfig, out_dir: str | Path, *, log: Callable
     write_text(out / "study.json", json.dumps({"config": cfg._asdict(), "rows": rows}, indent=1, default=str))
     study.plot(out / "accuracy_vs_time.png", curves, cfg)
     return rows
-
-
-def curve(steps, times) -> list[tuple[float, float]]:
-    """(simulated seconds, accuracy) at each evaluation."""
-    pts, clock = [], 0.0
-    for s, t in zip(steps, times):
-        clock += t
-        if s.accuracy is not None:
-            pts.append((clock, s.accuracy))
-    return pts
-
-
-def slug(label: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in label).strip("_")
 
 
 def columns(bandwidths) -> list[str]:

@@ -114,7 +114,7 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
                        limit_test=cfg.limit_test, target_accuracy=cfg.target_accuracy, cluster=cfg.cluster,
                        bandwidth_gbit=cfg.bandwidths[0])
         t0 = time.perf_counter()
-        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{_slug(spec)}.jsonl"), task=task,
+        res = loop.run(rc, record=str(out / "runs" / f"{i:02d}_{slug(spec)}.jsonl"), task=task,
                        progress=None if progress is None else progress(i, len(comps), spec))
         row = {"compressor": spec, "ratio": ratio(comp, model),
                "final_accuracy": res.summary["final_accuracy"],
@@ -124,7 +124,7 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
             times = iteration_times(comp, model, cfg, b, len(res.steps))
             row[f"iter_s@{b:g}G"] = sum(times) / len(times)
             row[f"tta_s@{b:g}G"] = None if row["tta_step"] is None else sum(times[:row["tta_step"] + 1])
-            curves.setdefault(b, {})[spec] = _curve(res.steps, times)
+            curves.setdefault(b, {})[spec] = curve(res.steps, times)
         row["wall_s"] = time.perf_counter() - t0
         rows.append(row)
         log(f"[{i + 1}/{len(comps)}] {spec}: accuracy {row['final_accuracy']:.4f}, ratio {row['ratio']:.1f}x, "
@@ -140,7 +140,7 @@ def run_study(cfg: StudyConfig, out_dir: str | Path, *, log: Callable[[str], Non
     return rows
 
 
-def _curve(steps, times):
+def curve(steps, times) -> list[tuple[float, float]]:
     """(simulated seconds, accuracy) at each evaluation."""
     pts, clock = [], 0.0
     for s, t in zip(steps, times):
@@ -150,7 +150,7 @@ def _curve(steps, times):
     return pts
 
 
-def _slug(spec: str) -> str:
+def slug(spec: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in spec).strip("_")
 
 
