@@ -9,16 +9,18 @@ it, JAX's caches are dropped and glibc hands the freed pages back
 the suite's peak stays near its floor plus ``GROWTH_MB``. Memory that is not
 JAX's (MindSpore, data) only moves the floor, so this never repeats per test.
 
-Under pytest-xdist (``-n 2 --dist loadgroup``, pyproject's default) a module's
-tests stay on one worker (module fixtures run once), and every module that
-starts msrun jobs or network namespaces joins one group ``heavy``, so at most
-one such job (~1 GB per MindSpore process) runs at a time.
+Under pytest-xdist (``-n 2 --dist loadfile``, pyproject's default) a module's
+tests stay on one worker (module fixtures run once), and a module that starts
+msrun jobs or network namespaces holds a lock shared by the workers while it
+runs, so at most one such module (~1 GB per MindSpore process) runs at a time.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import gc
+import os
 import sys
 from pathlib import Path
 
@@ -39,11 +41,20 @@ def is_heavy(path: Path, seen: dict = {}) -> bool:  # noqa: B006 (a per-session 
     return seen[path]
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = Path(str(item.path))
-        group = "heavy" if is_heavy(path) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.fixture(autouse=True, scope="module")
+def one_heavy_module_at_a_time(request, tmp_path_factory):
+    """Under xdist, a module that starts msrun jobs or network namespaces holds one
+    lock shared by the workers (in their common base temp folder) while it runs."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None or not is_heavy(Path(str(request.path))):
+        yield
+        return
+    lock = tmp_path_factory.getbasetemp().parent / "heavy-modules.lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def rss_mb() -> int:
