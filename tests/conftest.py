@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import fcntl
+import functools
 import gc
 import os
 import sys
@@ -34,11 +35,11 @@ _floor = {"mb": 0}
 HEAVY_WORDS = ("msrun", "Testbed(", "netns")
 
 
-def is_heavy(path: Path, seen: dict = {}) -> bool:  # noqa: B006 (a per-session memo)
-    if path not in seen:
-        text = path.read_text(errors="replace") if path.suffix == ".py" else ""
-        seen[path] = any(w in text for w in HEAVY_WORDS)
-    return seen[path]
+@functools.cache
+def is_heavy(path: Path) -> bool:
+    """Whether the test module at ``path`` starts msrun jobs or network namespaces."""
+    text = path.read_text(errors="replace") if path.suffix == ".py" else ""
+    return any(w in text for w in HEAVY_WORDS)
 
 
 @pytest.fixture(autouse=True, scope="module")

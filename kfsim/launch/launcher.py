@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from kfsim.launch import integrity, preflight, supervise, watchdog
-from kfsim.launch.preflight import interpreter_path  # noqa: F401 - kfsim.testbed uses it from here
+from kfsim.launch.preflight import interpreter_path
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]

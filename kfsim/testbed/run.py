@@ -77,7 +77,7 @@ def run_job(tb: Testbed, script: str, args: list[str] | None = None, *, log_dir:
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     port = port or pick_port()
-    from kfsim.launch.launcher import interpreter_path
+    from kfsim.launch.preflight import interpreter_path
     base_env = {**os.environ, "GLOG_v": "3", "PYTHONUNBUFFERED": "1", "PATH": interpreter_path(), **(env or {})}
     c0 = [counters.read_worker(i) for i in range(n)]
     procs: list[subprocess.Popen] = []

@@ -94,7 +94,8 @@ STEPS = 6
 
 
 def test_msrun_public_reducer_matches_reference(tmp_path):
-    from kfsim.launch.launcher import free_port, interpreter_path, msrun_path
+    from kfsim.launch.launcher import free_port, msrun_path
+    from kfsim.launch.preflight import interpreter_path
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(), PYTHONPATH=str(repo))
     cmd = [msrun_path(), "--worker_num=2", "--local_worker_num=2", f"--master_port={free_port(2)}",
