@@ -12,7 +12,9 @@ JAX's (MindSpore, data) only moves the floor, so this never repeats per test.
 Under pytest-xdist (``-n 2 --dist loadfile``, pyproject's default) a module's
 tests stay on one worker (module fixtures run once), and a module that starts
 msrun jobs or network namespaces holds a lock shared by the workers while it
-runs, so at most one such module (~1 GB per MindSpore process) runs at a time.
+runs, so at most one such module (~1 GB per MindSpore process) runs at a time;
+``tests/heavy_schedule.py`` hands such modules to one worker at a time, so the
+other never waits on the lock.
 """
 from __future__ import annotations
 
@@ -40,6 +42,14 @@ def is_heavy(path: Path) -> bool:
     """Whether the test module at ``path`` starts msrun jobs or network namespaces."""
     text = path.read_text(errors="replace") if path.suffix == ".py" else ""
     return any(w in text for w in HEAVY_WORDS)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        from tests.heavy_schedule import HeavyAwareScheduling
+
+        return HeavyAwareScheduling(config, log, is_heavy=is_heavy)
+    return None
 
 
 @pytest.fixture(autouse=True, scope="module")

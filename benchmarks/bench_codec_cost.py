@@ -1,0 +1,156 @@
+"""Predicted vs measured encode+decode time of every built-in compressor.
+
+    python benchmarks/bench_codec_cost.py [--backend numpy mindspore] [--sizes 1e5 1e6 2.5e7]
+                                          [--fit-size 1e6] [--repeat 3] [--spec S ...]
+
+What is checked (issue 13, item 1): the simulator prices a compressor's codec
+from its own op program (``kfsim.sim.codec``: bytes per cost class over that
+class's bandwidth, FLOPs over the peak, a per-op overhead); the per-class
+constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
+(the fit ``kfsim calibrate`` uses). Here, per backend:
+
+1. measure, for every spec of ``tests/specs.py`` (one worker, n = 1: every
+   round's encode, then decode) on a near-square float32 matrix of each size,
+   the best of ``--repeat`` round trips after two warm-up calls (NumPy: the
+   Compressor API on the NumPy/Numba binding; MindSpore: the lowered
+   loopback exchange, compiled, compile time excluded);
+2. fit the device constants on the ``--fit-size`` rows only (in-sample);
+3. predict every row with the simulator's own pricing (``tensor_codec`` on a
+   CPU cluster carrying the fitted ``[codec]`` table) and print measured,
+   predicted and the relative error, then the median and worst error
+   in-sample, held out (the other sizes) and over all rows.
+
+The issue's target: median error <= 15 %, worst <= 35 %. The machine load is
+printed: on a shared machine timings (and so the errors) are not meaningful.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_compressors import STEADY_STEP, example_specs, make_roundtrip  # noqa: E402
+
+TARGET_MEDIAN, TARGET_WORST = 0.15, 0.35
+
+
+def shape_of(n: float) -> tuple[int, int]:
+    """A near-square matrix of about n elements (PowerSGD needs a real matrix)."""
+    r = max(int(math.isqrt(int(n))), 1)
+    return r, max(int(n) // r, 1)
+
+
+def best_time(fn, repeat: int) -> float:
+    fn()
+    fn()
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def numpy_roundtrip(spec: str, shape):
+    import compressors as C
+    rng = np.random.default_rng(0)
+    return make_roundtrip("numpy", C.parse(spec), rng.standard_normal(shape).astype(np.float32))
+
+
+def mindspore_roundtrip(spec: str, shape):
+    from backends.mindspore.lower import LoopbackExchange
+    rng = np.random.default_rng(0)
+    grads = [[rng.standard_normal(shape).astype(np.float32)]]
+    lx = LoopbackExchange(spec, [(shape, np.float32)], n=1, seed=0)
+    state = {"s": lx.init(grads)}
+
+    def run():
+        _, state["s"] = lx(grads, state["s"], STEADY_STEP)
+    return run
+
+
+ROUNDTRIPS = {"numpy": numpy_roundtrip, "mindspore": mindspore_roundtrip}
+
+
+def predicted_s(spec: str, shape, cluster) -> float:
+    import compressors as C
+    from kfsim.sim.codec import codec_cost
+    c = codec_cost(C.parse(spec), shape, cluster)
+    return c.enc + c.decode(1)
+
+
+def fitted_cluster(rows):
+    """A CPU cluster whose ``[codec]`` constants are fitted to ``rows`` (seconds, shape, spec)."""
+    from kfsim import catalog
+    from kfsim.catalog.cluster import CODEC_CLASSES
+    from kfsim.testbed.calibrate import fit_codec, program_totals
+    fit = fit_codec([(t, *program_totals(spec, [shape]), spec) for t, shape, spec in rows])
+    codec = catalog.Codec(**{c: fit[f"{c}_gbs"] * 1e9 for c in CODEC_CLASSES},
+                          op_overhead=fit["op_overhead_us"] * 1e-6, source=fit["source"])
+    return catalog.make_cluster(device="cpu")._replace(codec=codec), fit
+
+
+def summary(errs) -> str:
+    if not errs:
+        return "no rows"
+    a = [abs(e) for e in errs]
+    return f"median {statistics.median(a):6.1%}  worst {max(a):6.1%}  ({len(a)} rows)"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", nargs="+", default=["numpy", "mindspore"], choices=sorted(ROUNDTRIPS))
+    ap.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 2.5e7])
+    ap.add_argument("--fit-size", type=float, default=1e6)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--spec", nargs="+", default=None, help="specs (default: tests/specs.py)")
+    a = ap.parse_args(argv)
+    if a.fit_size not in a.sizes:
+        ap.error(f"--fit-size {a.fit_size:g} is not one of --sizes")
+    specs = a.spec or [s for s in example_specs() if s != "none()"]
+    if "mindspore" in a.backend:
+        from backends.mindspore.runtime import setup
+        setup()
+    print(f"# load {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; fit on {a.fit_size:g} elements; "
+          f"target median <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}")
+    for backend in a.backend:
+        measured = []   # (seconds, shape, spec, size)
+        for size in a.sizes:
+            shape = shape_of(size)
+            for spec in specs:
+                try:
+                    t = best_time(ROUNDTRIPS[backend](spec, shape), a.repeat)
+                except Exception as exc:  # a spec this backend cannot run: say so, keep going
+                    print(f"{backend:>9} {spec:>48} {size:9.0e}  skipped: {type(exc).__name__}: {exc}"[:160])
+                    continue
+                measured.append((t, shape, spec, size))
+        cluster, fit = fitted_cluster([(t, sh, sp) for t, sh, sp, sz in measured if sz == a.fit_size])
+        print(f"\n## {backend}: fitted " + ", ".join(f"{k} {v:.3g}" for k, v in fit.items() if k != "source"))
+        print(f"{'spec':>48} {'elements':>9} {'measured ms':>12} {'predicted ms':>13} {'error':>8}")
+        errs = {"in": [], "out": []}
+        for t, shape, spec, size in measured:
+            p = predicted_s(spec, shape, cluster)
+            e = p / t - 1.0
+            errs["in" if size == a.fit_size else "out"].append(e)
+            print(f"{spec:>48} {size:9.0e} {t * 1e3:12.3f} {p * 1e3:13.3f} {e:+8.1%}")
+        print(f"{backend}: in-sample  {summary(errs['in'])}")
+        print(f"{backend}: held out   {summary(errs['out'])}")
+        allv = errs["in"] + errs["out"]
+        a_ = [abs(e) for e in allv]
+        met = bool(a_) and statistics.median(a_) <= TARGET_MEDIAN and max(a_) <= TARGET_WORST
+        print(f"{backend}: all        {summary(allv)}  -> target {'met' if met else 'NOT met'}"
+              f"   (load {os.getloadavg()[0]:.2f})")
+
+
+if __name__ == "__main__":
+    main()
