@@ -30,7 +30,6 @@ import math
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_compressors import STEADY_STEP, example_specs, make_roundtrip  # noqa: E402
+from bench_compressors import STEADY_STEP, best_time, example_specs, make_roundtrip  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.15, 0.35
 
@@ -50,15 +49,11 @@ def shape_of(n: float) -> tuple[int, int]:
     return r, max(int(n) // r, 1)
 
 
-def best_time(fn, repeat: int) -> float:
+def warm_best_time(fn, repeat: int) -> float:
+    """Best of ``repeat`` calls after two warm-up calls (compile, first-touch)."""
     fn()
     fn()
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    return best_time(fn, repeat)
 
 
 def numpy_roundtrip(spec: str, shape):
@@ -129,7 +124,7 @@ def main(argv=None) -> None:
             shape = shape_of(size)
             for spec in specs:
                 try:
-                    t = best_time(ROUNDTRIPS[backend](spec, shape), a.repeat)
+                    t = warm_best_time(ROUNDTRIPS[backend](spec, shape), a.repeat)
                 except Exception as exc:  # a spec this backend cannot run: say so, keep going
                     print(f"{backend:>9} {spec:>48} {size:9.0e}  skipped: {type(exc).__name__}: {exc}"[:160])
                     continue

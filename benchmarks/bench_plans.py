@@ -12,8 +12,8 @@ plan and for the uniform compressor.
 
 The *measured* step time on the testbed (msrun workers in network
 namespaces, ``kfsim validate --what compressed``) is not run here: it needs
-root, network namespaces and minutes per case, and its worker trains the
-wide benchmark MLP rather than the planned model.
+root, network namespaces and minutes per case: ``benchmarks/bench_plans_testbed.py``
+runs it (the worker trains this same MLP there, the plan priced as the worker runs).
 
     python benchmarks/bench_plans.py [--budget 0.3] [--steps 600] [--batches 3]
 """

@@ -153,13 +153,23 @@ def start(ops: Ops, comp: Compressor, outer: OuterState, workers: Sequence[Worke
     names = list(names)
     res = protocol.run(ops, comp, [{k: w.accum[k] for k in names} for w in workers],
                        [{k: w.comp[k] for k in names} for w in workers], list(keys), comm)
-    outer = outer._replace(inflight={**outer.inflight, **{k: res.mean[k] for k in names}})
-    new = []
-    for w, s in zip(workers, res.states):
-        zero = _zeros(ops, {k: w.accum[k] for k in names})
-        new.append(w._replace(pending={**w.pending, **{k: w.accum[k] for k in names}},
-                              accum={**w.accum, **zero}, comp={**w.comp, **{k: s[k] for k in names}}))
+    outer, new = started(ops, outer, workers, names, res.mean, res.states)
     return outer, new, res
+
+
+def started(ops: Ops, outer: OuterState, workers: Sequence[WorkerState], names: Sequence[str], mean: dict,
+            states: Sequence[dict] | None = None):
+    """The bookkeeping of :func:`start` once fragment ``names``' exchange returned ``mean`` (and the
+    workers' new compressor ``states``; None: kept elsewhere, e.g. inside a lowered reducer):
+    (outer with the mean in flight, workers with pending = a_r and a_r = 0 on the fragment)."""
+    outer = outer._replace(inflight={**outer.inflight, **{k: mean[k] for k in names}})
+    new = []
+    for i, w in enumerate(workers):
+        zero = _zeros(ops, {k: w.accum[k] for k in names})
+        comp = w.comp if states is None else {**w.comp, **{k: states[i][k] for k in names}}
+        new.append(w._replace(pending={**w.pending, **{k: w.accum[k] for k in names}},
+                              accum={**w.accum, **zero}, comp=comp))
+    return outer, new
 
 
 def land(ops: Ops, algo: LocalSGD, lr: float, outer: OuterState, workers: Sequence[WorkerState],

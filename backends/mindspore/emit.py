@@ -31,12 +31,27 @@ def _dt(dtype) -> str:
 class Emitter:
     """Names values, holds constants and primitives, collects source lines."""
 
-    def __init__(self, who: str, rng: str = "exact", rank: int = 0, seed: int = 0):
-        self.who, self.rng, self.rank, self.seed = who, rng, rank, seed
+    def __init__(self, who: str, rng: str = "exact", rank: int = 0, seed: int = 0, device: str = "CPU"):
+        self.who, self.rng, self.rank, self.seed, self.device = who, rng, rank, seed, device
         self.lines: list[str] = []
         self.objs: dict[str, Any] = {}
+        self.memo: dict = {}  # per-graph constants rules share (e.g. native.py's power-of-two tables)
         self._scalars: dict = {}
         self._n = 0
+
+    @property
+    def native(self) -> bool:
+        """Whether the graph is for a device other than CPU: rules then emit native ops only
+        (``backends.mindspore.native``) instead of host kernels."""
+        return self.device != "CPU"
+
+    def host(self, factory, *args, op: str, hint: str = "host") -> str:
+        """A host kernel ``factory(*args)`` (``ops.Custom(func_type="pyfunc")``, CPU only) in the
+        graph; in a graph for another device: LoweringError naming the kernel and ``op``."""
+        if self.native:
+            raise self.error(f"op {op!r} needs the host kernel {factory.__name__} (pyfunc custom ops run on "
+                             f"CPU only), which device {self.device} cannot run")
+        return self.prim(factory(*args), hint)
 
     def error(self, msg: str) -> LoweringError:
         return LoweringError(f"{self.who}: {msg}")
@@ -225,9 +240,10 @@ def build_cell(who: str, args: Sequence[str], body: Sequence[str], objs: dict):
     return cell
 
 
-def program_cell(prog: Program, outputs: Sequence[Var], who: str, rng="exact", rank=0, seed=0):
-    """A Cell computing ``outputs`` from ``prog.inputs`` (positional arguments)."""
-    em = Emitter(who, rng, rank, seed)
+def program_cell(prog: Program, outputs: Sequence[Var], who: str, rng="exact", rank=0, seed=0, device="CPU"):
+    """A Cell computing ``outputs`` from ``prog.inputs`` (positional arguments), lowered for
+    ``device`` (not CPU: native ops only; the Cell still runs wherever MindSpore was set up)."""
+    em = Emitter(who, rng, rank, seed, device)
     emit(em, prog, outputs)
     args = [em.name(v) for v in prog.inputs]
     ret = "".join(em.name(v) + ", " for v in outputs)

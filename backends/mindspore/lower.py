@@ -29,9 +29,12 @@ from (seed, rank for worker keys, call site): statistically equivalent, the
 shared-key draws agree across ranks, but the values differ from JAX and the
 generator state is not in the checkpoint (a resumed run is not bit-identical).
 
-What is not graph-compiled: nothing in the step. The host kernels (threefry,
-float<->int bit casts, frexp/ldexp) are ``ops.Custom(pyfunc)`` nodes inside
-the graph; ``init`` (run once) executes the same generated code in PyNative.
+What is not graph-compiled: nothing in the step. On CPU the host kernels
+(threefry, float<->int bit casts, frexp/ldexp) are ``ops.Custom(pyfunc)`` nodes
+inside the graph; lowered for another ``device`` they are native ops
+(``backends.mindspore.native``) and the one host-only kernel left (bf16
+scatter-add) is refused (``backends.mindspore.device``); ``init``
+(run once) executes the same generated code in PyNative.
 """
 from __future__ import annotations
 
@@ -67,10 +70,12 @@ class LoopbackExchange:
     """n workers in one compiled graph, combined as ``compressors.exchange`` does.
 
     ``init(grads_per_worker)`` -> states; ``__call__(grads_per_worker, states, step)`` ->
-    (mean as seen by worker 0, new states). Arrays are NumPy in and out.
+    (mean as seen by worker 0, new states). Arrays are NumPy in and out. ``device``: the
+    device the graphs are lowered for (not CPU: native ops only), whatever device runs them.
     """
 
-    def __init__(self, comp: Compressor, avals, n: int, seed: int = 0, rng: str = "exact", mode: str = "graph"):
+    def __init__(self, comp: Compressor, avals, n: int, seed: int = 0, rng: str = "exact", mode: str = "graph",
+                 device: str = "CPU"):
         import mindspore as ms
         from backends.mindspore.runtime import setup
         setup()
@@ -78,13 +83,13 @@ class LoopbackExchange:
         self.comp, self.avals, self.n = comp, _avals(avals), n
         who = _who(comp)
         iprog, ileaves, self.tree = trace_init(comp, self.avals, who)
-        self._init = program_cell(iprog, ileaves, who + " init", rng, 0, seed)
+        self._init = program_cell(iprog, ileaves, who + " init", rng, 0, seed, device)
         t = trace_exchange(comp, self.avals, n=n, ranks=range(n), seed=seed, comm="loopback", who=who)
         self.traced = t
         outs = t.means[0] + [v for s in t.state_out for v in s]
         # inputs in order: grads of each worker, states of each worker, step
         t.prog.inputs[:] = [v for g in t.grads for v in g] + [v for s in t.state_in for v in s] + [t.step]
-        self._step = program_cell(t.prog, outs, who, rng, 0, seed)
+        self._step = program_cell(t.prog, outs, who, rng, 0, seed, device)
         self._mode = mode
         if mode == "graph":
             ms.set_context(mode=ms.GRAPH_MODE)

@@ -94,18 +94,19 @@ def abstract(avals) -> tuple:
     return tuple(jax.ShapeDtypeStruct(tuple(s), np.dtype(d)) for s, d in avals)
 
 
-def initial_state(comp, params: Sequence, *, seed: int = 0, rng: str = "exact") -> list:
+def initial_state(comp, params: Sequence, *, seed: int = 0, rng: str = "exact", device: str = "CPU") -> list:
     """Fresh compressor state (flattened, NumPy) from the parameter values (as the simulator inits)."""
     comp = _parse(comp)
     avals = [(tuple(p.shape), np.dtype(np.asarray(p).dtype)) for p in params]
     prog, leaves, _ = trace_init(comp, avals, f"compressor {comp.spec!r} init")
-    cell = program_cell(prog, leaves, f"compressor {comp.spec!r} init", rng, 0, seed)
+    cell = program_cell(prog, leaves, f"compressor {comp.spec!r} init", rng, 0, seed, device)
     return [to_np(t) for t in cell.construct(*[to_ms(np.asarray(p)) for p in params])]
 
 
 def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int = 0, rng: str = "exact",
                        collective: str = "auto", state: Sequence | None = None, step: int = 0,
-                       prefix: str = "kfsim", bucket_bytes: float = DEFAULT_BUCKET_BYTES, share_with=None):
+                       prefix: str = "kfsim", bucket_bytes: float = DEFAULT_BUCKET_BYTES, share_with=None,
+                       device: str | None = None):
     """The reducer Cell for ``params`` (NumPy arrays or Parameters, in gradient order).
 
     ``state`` (flattened, NumPy) and ``step`` continue a run (phase change or resume);
@@ -116,7 +117,9 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
 
     Accounting, per step: ``payload_bytes`` (the plan's), ``wire_bytes`` (what the
     lowered collectives take as input, in the dtypes they travel in),
-    ``collectives`` and ``buckets``.
+    ``collectives`` and ``buckets``. ``device``: what the graph is lowered for (default: MindSpore's
+    ``device_target``); not CPU: native ops only (``backends.mindspore.native``), a spec that would
+    need a CPU-only host kernel is a LoweringError here (``backends.mindspore.device`` says so earlier).
     """
     import mindspore as ms
     from mindspore import Parameter
@@ -127,6 +130,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
                          "(one graph per phase, switched by the step counter) or pass comp.step(t)")
     if rng not in RNG_MODES:
         raise ValueError(f"rng must be one of {', '.join(RNG_MODES)}, got {rng!r}")
+    device = ms.get_context("device_target") if device is None else device
     vals = [p.asnumpy() if hasattr(p, "asnumpy") else np.asarray(p) for p in params]
     avals = [(v.shape, v.dtype) for v in vals]
     check_compatible(comp, avals, collective)
@@ -146,10 +150,10 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
             raise ValueError(f"{who}: its state layout differs from the other phase's; "
                              "a schedule must keep one state layout")
     elif fresh:
-        init_vals = initial_state(comp, vals, seed=seed, rng=rng)
+        init_vals = initial_state(comp, vals, seed=seed, rng=rng, device=device)
     else:
         init_vals = [np.asarray(s) for s in state]
-    em = Emitter(who, rng, rank, seed)
+    em = Emitter(who, rng, rank, seed, device)
     lines = [f"{em.name(v)} = grads[{i}]" for i, v in enumerate(t.grads[0])]
     for j, (v, name) in enumerate(zip(t.state_in[0], state_names(t, params))):
         em.objs[f"s{j}"] = theirs[j] if share_with is not None else \

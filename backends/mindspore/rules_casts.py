@@ -31,8 +31,17 @@ def astype(em, eqn):
         em.assign(out, f"ops.cast({a}, {em.dt(dst)})")
 
 
-def bitcast(em, eqn):
+def float_bits(em, x: str, src, dst) -> str:
+    """Bit cast between a float and an int of one width: host kernel on CPU, native ops
+    (``backends.mindspore.native``) in a graph for another device."""
+    from backends.mindspore import native
     from backends.mindspore import runtime as rt
+    if em.native:
+        return native.float_to_bits(em, x, src, dst) if is_float(src) else native.bits_to_float(em, x, src, dst)
+    return f"{em.host(rt.bitcast_prim, dst, op='bitcast', hint='bitcast')}({x})"
+
+
+def bitcast(em, eqn):
     (x,), out = eqn.args, eqn.outs[0]
     src, dst = x.dtype, out.dtype
     if src.itemsize != dst.itemsize:
@@ -42,10 +51,10 @@ def bitcast(em, eqn):
     elif is_int(src) and is_int(dst):
         em.assign(out, f"ops.cast({em.ref(x)}, {em.dt(dst)})")
     elif src.name == "bfloat16":  # bf16 bits = high half of the exact float32 upcast
-        u = em.tmp(f"{em.prim(rt.bitcast_prim(np.uint32), 'bitcast')}(ops.cast({em.ref(x)}, ms.float32))")
+        u = em.tmp(float_bits(em, em.tmp(f"ops.cast({em.ref(x)}, ms.float32)"), np.float32, np.uint32))
         em.assign(out, f"ops.cast(ops.bitwise_right_shift({u}, {em.scalar(16, 'uint32')}), {em.dt(dst)})")
     elif dst.name == "bfloat16":
         u = em.tmp(f"ops.bitwise_left_shift(ops.cast(ops.cast({em.ref(x)}, ms.uint16), ms.uint32), {em.scalar(16, 'uint32')})")
-        em.assign(out, f"ops.cast({em.prim(rt.bitcast_prim(np.float32), 'bitcast')}({u}), ms.bfloat16)")
+        em.assign(out, f"ops.cast({float_bits(em, u, np.uint32, np.float32)}, ms.bfloat16)")
     else:
-        em.assign(out, f"{em.prim(rt.bitcast_prim(dst), 'bitcast')}({em.ref(x)})")
+        em.assign(out, float_bits(em, em.ref(x), src, dst))

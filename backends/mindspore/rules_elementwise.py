@@ -75,6 +75,7 @@ def isfinite(em, eqn):
 
 
 def frexp(em, eqn):
+    from backends.mindspore import native
     from backends.mindspore import runtime as rt
     x = eqn.args[0]
     dt = x.dtype.name
@@ -82,20 +83,28 @@ def frexp(em, eqn):
     work = "float32" if dt in ("bfloat16", "float16") else dt
     if work != dt:
         src = f"ops.cast({src}, ms.float32)"
-    prim = em.prim(rt.frexp_prim(work), "frexp")
     m, e = eqn.outs
-    em.line(f"{em.name(m)}, {em.name(e)} = {prim}({src})")
+    if em.native:
+        nm, ne = native.frexp(em, em.tmp(src), work)
+        em.line(f"{em.name(m)}, {em.name(e)} = {nm}, ops.cast({ne}, {em.dt(e.dtype)})")
+    else:
+        prim = em.host(rt.frexp_prim, work, op="frexp", hint="frexp")
+        em.line(f"{em.name(m)}, {em.name(e)} = {prim}({src})")
     if work != dt:
         em.assign(m, f"ops.cast({em.name(m)}, {em.dt(dt)})")
 
 
 def ldexp(em, eqn):
+    from backends.mindspore import native
     from backends.mindspore import runtime as rt
     m, e = eqn.args
     out = eqn.outs[0]
     dt = out.dtype.name
     work = "float32" if dt in ("bfloat16", "float16") else dt
-    prim = em.prim(rt.ldexp_prim(work), "ldexp")
-    em.assign(out, f"{prim}({em.operand(m, work)}, {em.operand(e, np.int32)})")
+    if em.native:
+        em.assign(out, native.ldexp(em, em.tmp(em.operand(m, work)), em.tmp(em.operand(e, np.int32)), work))
+    else:
+        prim = em.host(rt.ldexp_prim, work, op="ldexp", hint="ldexp")
+        em.assign(out, f"{prim}({em.operand(m, work)}, {em.operand(e, np.int32)})")
     if work != dt:
         em.assign(out, f"ops.cast({em.name(out)}, {em.dt(dt)})")

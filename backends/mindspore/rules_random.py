@@ -1,5 +1,6 @@
 """Lowering rules of the randomness ops: ``fold_in``, ``random_bits``,
-``uniform``. RNG mode ``exact`` runs the threefry host kernels (the JAX bits);
+``uniform``. RNG mode ``exact`` runs threefry (the JAX bits): the host kernels on CPU,
+``backends.mindspore.native``'s uint32 ops in a graph for another device;
 ``fast`` uses MindSpore's own generators, seeded per run, site and worker —
 except for draws from the ``fixed`` key (origin ``("fixed",)``), which must
 repeat at every step (sketch hashes) and so always take the exact kernels.
@@ -9,8 +10,12 @@ from __future__ import annotations
 
 def fold_in(em, eqn):
     from backends.mindspore import runtime as rt
+    from backends.mindspore import native
     key, data = eqn.args
-    em.assign(eqn.outs[0], f"{em.prim(rt.fold_in_prim(), 'foldin')}({em.ref(key)}, {em.ref(data)})")
+    if em.native:
+        em.assign(eqn.outs[0], native.fold_in(em, em.ref(key), em.ref(data)))
+        return
+    em.assign(eqn.outs[0], f"{em.host(rt.fold_in_prim, op='fold_in', hint='foldin')}({em.ref(key)}, {em.ref(data)})")
 
 
 def _fast_seeds(em, eqn):
@@ -24,11 +29,19 @@ def _exact(em, eqn) -> bool:
     return em.rng == "exact" or bool(origin) and origin[0] == "fixed"
 
 
-def random_bits(em, eqn):
+def exact_bits(em, key, shape) -> str:
+    """threefry bits of ``shape`` from ``key`` (the JAX bits): host kernel on CPU, native elsewhere."""
+    from backends.mindspore import native
     from backends.mindspore import runtime as rt
+    if em.native:
+        return native.random_bits(em, em.ref(key), shape)
+    return f"ops.reshape({em.host(rt.random_bits_prim, shape or (1,), op='random_bits', hint='bits')}({em.ref(key)}), {shape!r})"
+
+
+def random_bits(em, eqn):
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
     if _exact(em, eqn):
-        em.assign(out, f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
+        em.assign(out, exact_bits(em, key, shape))
         return
     s1, s2 = _fast_seeds(em, eqn)
     hi = em.prim_expr(f"ops.UniformInt(seed={s1}, seed2={s2})", "uint")
@@ -39,10 +52,9 @@ def random_bits(em, eqn):
 
 
 def uniform(em, eqn):
-    from backends.mindspore import runtime as rt
     (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
     if _exact(em, eqn):
-        bits = em.tmp(f"ops.reshape({em.prim(rt.random_bits_prim(shape or (1,)), 'bits')}({em.ref(key)}), {shape!r})")
+        bits = em.tmp(exact_bits(em, key, shape))
         em.assign(out, f"ops.mul(ops.cast(ops.bitwise_right_shift({bits}, {em.scalar(9, 'uint32')}), ms.float32), "
                        f"{em.scalar(2.0 ** -23, 'float32')})")
         return

@@ -1,9 +1,11 @@
 """Lowering rules of the selection ops: ``top_k``, ``gather``, ``scatter_add``,
 ``nonzero``. ``ops.topk`` is not stable: top_k sorts the int64 composite key
 ``orderkey(x) * 2**32 + (2**32 - 1 - i)``, unique, so ties go to the lowest i
-and NaN (orderkey = INT32_MAX) ranks above +inf. ``tensor_scatter_*`` raise
-out of range: indices outside ``[0, size)`` go to a dump slot that is sliced
-off; gather reads 0 there.
+and NaN (orderkey = INT32_MAX) ranks above +inf. float64 in a native graph:
+the int64 orderkey leaves no room for i, so it is first replaced by its rank
+among the k largest keys (0 below them). ``tensor_scatter_*`` raise out of
+range: indices outside ``[0, size)`` go to a dump slot that is sliced off;
+gather reads 0 there.
 """
 from __future__ import annotations
 
@@ -12,20 +14,29 @@ import numpy as np
 
 def top_k(em, eqn):
     from backends.mindspore import runtime as rt
+    from backends.mindspore.rules_casts import float_bits
     (x,), (vals, idx), k = eqn.args, eqn.outs, eqn.attrs["k"]
     n = x.size
     dt = x.dtype.name
     src = em.ref(x)
     if dt in ("float16", "bfloat16", "float32"):
         f = src if dt == "float32" else em.tmp(f"ops.cast({src}, ms.float32)")
-        bits = em.tmp(f"{em.prim(rt.bitcast_prim(np.int32), 'bitcast')}({f})")
+        bits = em.tmp(float_bits(em, f, np.float32, np.int32))
         # IEEE totalOrder as an int32: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN
         key = em.tmp(f"ops.where(ops.less({bits}, {em.scalar(0, 'int32')}), "
                      f"ops.bitwise_xor({bits}, {em.scalar(0x7FFFFFFF, 'int32')}), {bits})")
     elif dt in ("int32", "int16", "int8", "uint8", "uint16"):
         key = src
+    elif dt == "float64" and em.native:
+        # the int64 totalOrder key has no room for the index: rank it among the k largest keys first
+        bits = em.tmp(float_bits(em, src, np.float64, np.int64))
+        full = em.tmp(f"ops.where(ops.less({bits}, {em.scalar(0, 'int64')}), "
+                      f"ops.bitwise_xor({bits}, {em.scalar(2**63 - 1, 'int64')}), {bits})")
+        asc = em.tmp(f"ops.flip(ops.topk({full}, {k})[0], (0,))")  # the k largest keys, ascending
+        # k - #(those above the key): in [1, k] for the candidates (key >= the k-th largest), else 0
+        key = em.tmp(f"ops.cast(ops.searchsorted({asc}, {full}, right=True), ms.int64)")
     elif dt == "float64":
-        em.line(f"{em.name(vals)}, {em.name(idx)} = {em.prim(rt.topk64_prim(k), 'topk')}({src})")
+        em.line(f"{em.name(vals)}, {em.name(idx)} = {em.host(rt.topk64_prim, k, op='top_k', hint='topk')}({src})")
         return
     else:
         raise em.error(f"top_k on {dt} (supported: float16/bfloat16/float32 and small ints)")
@@ -56,7 +67,7 @@ def scatter_add(em, eqn):
         em.assign(out, em.filled(out.shape, 0, out.dtype))
         return
     if eqn.attrs.get("round_to") == "bfloat16":
-        prim = em.prim(rt.scatter_add_bf16_prim(size), "scat")
+        prim = em.host(rt.scatter_add_bf16_prim, size, op="scatter_add", hint="scat")
         em.assign(out, f"{prim}(ops.reshape({em.operand(idx, np.int32)}, ({vals.size},)), "
                        f"ops.reshape({em.ref(vals)}, ({vals.size},)))")
         return

@@ -5,9 +5,11 @@ NumPy 2 (see docs): pick the device, absorb the one-time ``SystemError`` from a
 throw-away reshape, and only then ``init()`` collectives.
 
 Host kernels are ``ops.Custom(func_type="pyfunc")`` primitives: NumPy
-functions MindSpore calls from inside a compiled graph. They are used where
-MindSpore has no exact device op: JAX's threefry2x32 bits (exact RNG mode),
-float <-> int bit casts, frexp/ldexp. threefry2x32 (Salmon et al. 2011, 20
+functions MindSpore calls from inside a compiled graph, on CPU only. CPU graphs
+use them where MindSpore has no single exact op: JAX's threefry2x32 bits (exact
+RNG mode), float <-> int bit casts, frexp/ldexp, float64 top-k, bf16 scatter-add;
+graphs for GPU/Ascend use ``backends.mindspore.native`` instead (all but the
+last, which ``backends.mindspore.device`` refuses). threefry2x32 (Salmon et al. 2011, 20
 rounds, rotations R = (13,15,26,6 | 17,29,16,24), key schedule
 k2 = k0 ^ k1 ^ 0x1BD11BDA)::
 
@@ -183,7 +185,7 @@ def frexp_prim(dtype):
     dtype = np.dtype(dtype)
 
     def fn(x):
-        m, e = np.frexp(x)
+        m, e = np.frexp(np.asarray(x, dtype))
         return m.astype(dtype), e.astype(np.int32)
     return _custom(fn, lambda s: (s, s), lambda t: (_ms_dtype(dtype), _ms_dtype(np.int32)))
 
@@ -192,7 +194,8 @@ def ldexp_prim(dtype):
     dtype = np.dtype(dtype)
 
     def fn(m, e):
-        return np.ldexp(m, e.astype(np.int32)).astype(dtype)
+        with np.errstate(over="ignore"):
+            return np.ldexp(np.asarray(m, dtype), np.asarray(e).astype(np.int32)).astype(dtype)
     return _custom(fn, lambda a, b: a, lambda a, b: _ms_dtype(dtype))
 
 

@@ -76,7 +76,8 @@ class Cluster(NamedTuple):
     collective: str = "ring"
     interference: float = DEFAULT_INTERFERENCE  # λ: backward slowdown while communicating (Agarwal et al. 2022: 1.04–1.1)
     codec: Codec = Codec()          # measured codec-kernel constants overriding the device profile
-    compute_s: tuple[tuple[str, float], ...] = ()  # measured compute per iteration, per model name
+    compute_s: tuple = ()           # measured compute per model: (name, seconds, batch measured at); a
+                                    # 2-tuple (name, seconds) is at the model's catalog batch (legacy)
     servers: int | None = None      # dedicated parameter servers (collective "ps"); None = co-located
     gamma: float | None = None      # reduction s/byte; None = 3 / device.mem_bw
     source: str = ""
@@ -90,7 +91,16 @@ class Cluster(NamedTuple):
         return self.nodes * self.gpus_per_node
 
     def measured_compute(self, model: str) -> float | None:
-        for name, t in self.compute_s:
+        """The measured seconds of ``model`` (at its entry's batch), or None."""
+        for name, t, *_ in self.compute_s:
             if name == model:
                 return t
+        return None
+
+    def measured_per_sample(self, model: str, catalog_batch: int) -> float | None:
+        """Measured compute seconds per sample of ``model``: seconds / the batch they were measured
+        at (``catalog_batch`` for a legacy entry without one), or None."""
+        for name, t, *batch in self.compute_s:
+            if name == model:
+                return t / (batch[0] if batch else catalog_batch)
         return None

@@ -129,6 +129,12 @@ BUILTIN: dict[str, Accelerator] = {
     "h200": Accelerator("h200", 989e12, 4800e9, 0.4, 66.9e12, "NVIDIA H200 SXM datasheet",
                         fp16_flops=989e12, bf16_flops=989e12, tf32_flops=494.7e12,
                         codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+    # Pascal (the Horovod 2018 benchmarks, kfsim validate --published): no tensor cores; fp16 runs at
+    # 2 × fp32 on the SIMT units. NVIDIA Tesla P100 PCIe 16 GB datasheet: 9.3 TFLOP/s fp32,
+    # 18.7 fp16, 732 GB/s HBM2 (the SXM2 part: 10.6 / 21.2).
+    "p100": Accelerator("p100", 18.7e12, 732e9, 0.4, 9.3e12, "NVIDIA Tesla P100 PCIe 16 GB datasheet",
+                        fp16_flops=18.7e12, bf16_flops=9.3e12,   # no bf16: fp32 rate
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
     "rtx3090": Accelerator("rtx3090", 71e12, 936e9, 0.4, 35.6e12,
                            "NVIDIA GA102 (RTX 3090) whitepaper: 71 TFLOP/s FP16 tensor with FP32 accumulate",
                            fp16_flops=71e12, bf16_flops=71e12, tf32_flops=35.6e12,

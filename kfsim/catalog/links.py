@@ -35,6 +35,8 @@ BUILTIN: dict[str, Link] = {
     "1gbe": Link("1gbe", gbit(1), 50e-6, 0.9, "IEEE 802.3 1 GbE; TCP latency ≈ 50 µs"),
     "10gbe": Link("10gbe", gbit(10), 50e-6, 0.9, "IEEE 802.3 10 GbE; TCP latency ≈ 50 µs"),
     "25gbe": Link("25gbe", gbit(25), 50e-6, 0.9, "IEEE 802.3 25 GbE; TCP latency ≈ 50 µs"),
+    "25gbe-roce": Link("25gbe-roce", gbit(25), 3e-6, 0.9, "IEEE 802.3 25 GbE with RoCE; 2–5 µs"),
+    "40gbe": Link("40gbe", gbit(40), 50e-6, 0.9, "IEEE 802.3 40 GbE; TCP latency ≈ 50 µs"),
     "100gbe": Link("100gbe", gbit(100), 3e-6, 0.9, "100 GbE RoCE; 2–5 µs"),
     "200gbe": Link("200gbe", gbit(200), 3e-6, 0.9, "200 GbE RoCE; 2–5 µs"),
     "400gbe": Link("400gbe", gbit(400), 3e-6, 0.9, "400 GbE RoCE; 2–5 µs"),
@@ -42,6 +44,7 @@ BUILTIN: dict[str, Link] = {
     "ib-ndr": Link("ib-ndr", 50e9, 1e-6, 0.9, "InfiniBand NDR 400 Gbit/s; ≈1 µs"),
     "nvlink3": Link("nvlink3", 300e9, 7e-6, 0.82, "NVLink 3 per GPU per direction; NCCL intra-node 5–10 µs"),
     "nvlink4": Link("nvlink4", 450e9, 7e-6, 0.82, "NVLink 4 per GPU per direction; NCCL ring ≈370/450 GB/s"),
+    "pcie3": Link("pcie3", 15.75e9, 1e-6, 0.8, "PCIe 3.0 ×16 per direction"),
     "pcie4": Link("pcie4", 31.5e9, 1e-6, 0.8, "PCIe 4.0 ×16 per direction"),
     "pcie5": Link("pcie5", 63e9, 1e-6, 0.8, "PCIe 5.0 ×16 per direction"),
 }

@@ -47,7 +47,7 @@ def cluster_dict(cluster: Cluster) -> dict:
                          "oversubscription": cluster.topology.oversubscription},
         },
         "codec": codec_dict(cluster.codec),
-        "compute_s": dict(cluster.compute_s),
+        "compute_s": compute_dict(cluster.compute_s),
     }
     if cluster.servers is not None:
         data["cluster"]["servers"] = cluster.servers
@@ -56,6 +56,20 @@ def cluster_dict(cluster: Cluster) -> dict:
     if cluster.topology.spines is not None:
         data["cluster"]["topology"]["spines"] = cluster.topology.spines
     return data
+
+
+def compute_dict(entries) -> dict:
+    """The ``[compute_s]`` table: ``{seconds, batch}`` (``{per_sample_s}`` at batch 1) per model; an
+    entry without a batch stays a bare number (seconds at the model's catalog batch)."""
+    out = {}
+    for name, t, *batch in entries:
+        if not batch:
+            out[name] = t
+        elif batch[0] == 1:
+            out[name] = {"per_sample_s": t}
+        else:
+            out[name] = {"seconds": t, "batch": batch[0]}
+    return out
 
 
 def _device_dict(d: Accelerator) -> dict:

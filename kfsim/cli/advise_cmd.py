@@ -58,6 +58,8 @@ def advise_command(
     device: Optional[str] = typer.Option(None, help="accelerator from the catalog"),
     gpus_per_node: Optional[int] = typer.Option(None, help="devices per node"),
     collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
+    compute: Optional[str] = typer.Option(None, help="measured forward+backward time of --model, unit explicit: "
+                                          "81ms@8 (one iteration at batch 8) or 10ms/sample"),
     bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B)"),
     batch: Optional[int] = typer.Option(None, "--batch-per-worker", help="batch per worker"),
     out: Path = typer.Option(Path("results/advise"), help="output folder (CSV, JSON, heat map as PNG and SVG)"),
@@ -76,7 +78,7 @@ def advise_command(
         ws = csv_ints(workers) or list(DEFAULT_WORKERS)
         scale, cluster = resolve(config, model=model, workers=ws, compressors=[compressor], bucket_mb=bucket_mb,
                                  batch_per_worker=batch, device=device,
-                                 gpus_per_node=gpus_per_node, collective=collective)
+                                 gpus_per_node=gpus_per_node, collective=collective, compute=compute)
         label = compressors.parse(compressor).spec
         compressors.parse(baseline)
         if latency_us is not None:

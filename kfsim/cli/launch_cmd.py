@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from kfsim.cli import app, check_out_dir, check_out_file, fail, options
+from kfsim.cli import app, check_out_dir, check_out_file, fail, local_options, options
 from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 
 
@@ -18,7 +18,17 @@ def launch_cmd(
                                              "instead of --compressor"),
     imports: List[str] = options.import_option(),
     config: Optional[Path] = options.config_option(),
-    workers: int = typer.Option(2, "--workers", "-n", help="worker processes (msrun)"),
+    workers: int = typer.Option(2, "--workers", "-n", help="worker processes (msrun), in all: over every "
+                                "node with --nodes"),
+    nodes: int = typer.Option(1, "--nodes", help="machines the job spans: run one `kfsim launch` on each, "
+                              "same options but --node-rank (docs/launch.md)"),
+    node_rank: int = typer.Option(0, "--node-rank", help="this machine's node, 0..nodes-1; node 0 runs the "
+                                  "scheduler and writes the run record"),
+    master_addr: Optional[str] = typer.Option(None, "--master-addr", metavar="HOST",
+                                              help="node 0's address (needed with --nodes > 1)"),
+    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT",
+                                              help="the scheduler's port on node 0, the same on every node "
+                                                   "(default 7118 with --nodes > 1)"),
     model: str = typer.Option("mlp", help="mlp or cnn on Fashion-MNIST; 'wide' = benchmark MLP"),
     steps: int = typer.Option(20, help="iterations"),
     batch: int = typer.Option(64, "--global-batch", help="global batch, split over the workers "
@@ -28,6 +38,11 @@ def launch_cmd(
     device: str = typer.Option("CPU", help="CPU (tested); GPU or Ascend (passed to MindSpore, untested here)"),
     rng: str = typer.Option("exact", help="exact: JAX threefry bits; fast: MindSpore's own RNG"),
     collective: str = typer.Option("auto", help="auto (AllReduce/AllGather by law), allgather, allreduce"),
+    local_steps: Optional[int] = local_options.local_steps(),
+    outer_lr: float = local_options.outer_lr(),
+    outer_momentum: float = local_options.outer_momentum(),
+    fragments: int = local_options.fragments(),
+    overlap_steps: int = local_options.overlap_steps(),
     out: Path = out_option("launch", "run record record.jsonl, msrun logs in logs/"),
     record: Optional[Path] = typer.Option(None, help="run record path (JSON Lines, as the simulator's) "
                                           "instead of <out>/record.jsonl"),
@@ -64,6 +79,9 @@ def launch_cmd(
 
         # the job's reducer holds the gradients as a sequence in sorted-name order: index paths
         compressor = resolve(compressor, plan_file, model, indexed=True)
+        from kfsim.train.config import local_algo
+
+        local = local_algo(local_steps, outer_lr, outer_momentum, fragments, overlap_steps)
         if resume and ckpt_dir is None:
             raise ValueError("--resume needs --ckpt-dir")
         for flag, v in (("--timeout", timeout), ("--stall", stall)):
@@ -81,11 +99,20 @@ def launch_cmd(
                          ckpt_dir=ckpt_dir, ckpt_every=ckpt_every, resume_step=resume, timeout_s=timeout,
                          stall_s=stall, imports=[*imports], log_dir=out / "logs", overwrite=overwrite,
                          allow_changes=[k.strip() for v in allow_change for k in v.split(",") if k.strip()],
-                         fingerprint_every=fingerprint_every,
+                         fingerprint_every=fingerprint_every, local=local,
                          worker_mem=None if worker_mem is None else int(worker_mem * 2**30),
+                         nodes=nodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
                          progress=rep.steps(f"launch {model}", total=steps, compressor=compressor), log=rep.log)
     except (ValueError, LaunchError) as exc:
         raise fail(exc) from None
+    if res.record is None:  # a node without rank 0: node 0 has the run record
+        if rep.human:
+            typer.echo(f"node {node_rank} of {nodes}: its ranks finished in {res.wall_s:.1f} s wall; "
+                       "the run record is on node 0")
+        rep.finish(out, [res.log_dir], summary={"node_rank": node_rank, "nodes": nodes, "wall_s": res.wall_s,
+                                                "record": None, "logs": str(res.log_dir)},
+                   message=f"logs: {res.log_dir}")
+        return
     rec = records.read(res.record)
     last = rec.steps[-1]
     times = sorted(s.time_s for s in rec.steps[1:]) or [last.time_s]

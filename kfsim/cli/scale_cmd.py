@@ -97,7 +97,35 @@ def resolve(config: Optional[Path], **flags):
         if flags["interference"] < 1:
             raise ValueError(f"--interference must be >= 1, got {flags['interference']}")
         cluster = cluster._replace(interference=flags["interference"])
+    if flags.get("compute"):
+        cluster = with_measured_compute(cluster, scale.model, flags["compute"])
     return scale, cluster
+
+
+def measured_note(cluster, model: str) -> str:
+    """``, compute measured: 2 ms per sample`` when the model's compute is measured, else ``""``."""
+    from kfsim.catalog import get_model
+    from kfsim.catalog.measured import describe
+
+    name = get_model(model).name
+    for entry_name, t, *batch in cluster.compute_s:
+        if entry_name == name:
+            return f", compute measured: {describe(t, batch[0] if batch else None)}"
+    return ""
+
+
+def with_measured_compute(cluster, model: str, text: str):
+    """The cluster with ``--compute`` (``81ms@8`` or ``10ms/sample``) as the model's measured compute."""
+    from kfsim.catalog import get_model
+    from kfsim.catalog.measured import parse_compute
+
+    try:
+        seconds, batch = parse_compute(text)
+    except ValueError as exc:
+        raise ValueError(f"--compute: {exc}") from None
+    name = get_model(model).name
+    rest = tuple(e for e in cluster.compute_s if e[0] != name)
+    return cluster._replace(compute_s=rest + ((name, seconds, batch),))
 
 
 def straggler_idle(p: int, compute_s: float, jitter: float, seed: int, draws: int = 64) -> float:
@@ -205,6 +233,8 @@ def scale_command(
     network: Optional[str] = typer.Option(None, help="analytical (closed forms) or flow (max-min flows)"),
     overlap: bool = typer.Option(True, "--overlap/--no-overlap", help="communicate during backward (or after)"),
     interference: Optional[float] = typer.Option(None, help="backward slowdown while communicating (>= 1)"),
+    compute: Optional[str] = typer.Option(None, help="measured forward+backward time of --model, unit explicit: "
+                                          "81ms@8 (one iteration at batch 8) or 10ms/sample; scaled to the batch"),
     jitter: float = typer.Option(0.0, help="compute-time coefficient of variation (stragglers; seeded)"),
     seed: Optional[int] = typer.Option(None, help="random seed (stragglers)"),
     out: Path = typer.Option(Path("results/scale"), help="output folder for CSV, JSON and the plot (PNG, SVG)"),
@@ -223,7 +253,7 @@ def scale_command(
                                  batch_per_worker=batch, network=network, seed=seed, no_overlap=not overlap,
                                  device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,
                                  nics_per_node=nics_per_node,
-                                 collective=collective, interference=interference)
+                                 collective=collective, interference=interference, compute=compute)
         if jitter < 0:
             raise ValueError(f"--jitter must be >= 0, got {jitter}")
         check_out_dir(out)
@@ -234,7 +264,8 @@ def scale_command(
     elapsed = time.perf_counter() - t0
     title = (f"{scale.model} on {cluster.device.name}, {cluster.gpus_per_node}/node, "
              f"{cluster.nics_per_node} NIC{'s' * (cluster.nics_per_node > 1)}/node, "
-             f"{cluster.inter.name} {cluster.inter.bandwidth * 8 / 1e9:g} Gbit/s, {cluster.collective}")
+             f"{cluster.inter.name} {cluster.inter.bandwidth * 8 / 1e9:g} Gbit/s, {cluster.collective}"
+             + measured_note(cluster, scale.model))
     if not quiet:
         print_tables(console, rows, scale, cluster, title)
     meta = {"command": "kfsim scale", "scale": scale.model_dump(), "cluster": cfgmod.cluster_dict(cluster),

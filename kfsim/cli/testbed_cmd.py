@@ -205,9 +205,31 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
                                        "(comma-separated .json files written next to their PNG)"),
              repredict: bool = typer.Option(False, help="with --merge: recompute the predictions from the "
                                             "current profiles"),
+             published: bool = typer.Option(False, "--published", help="no testbed: predict the published "
+                                            "measurements of kfsim/data/published.toml, write <out>/published.json"),
+             holdout: bool = typer.Option(False, "--holdout", help="no testbed: fit α, e, γ on the "
+                                          "--calibrate-on cells of the stored measurements, predict the others"),
+             calibrate_on: str = typer.Option("", "--calibrate-on", metavar="p=P,..,rates=R,..",
+                                              help="calibration subset, e.g. 'p=2,rates=50,1000' (implies "
+                                                   "--holdout; default with --holdout: p=2,rates=50,1000)"),
+             cases_file: Optional[Path] = typer.Option(None, "--cases", help="--holdout: measured steps "
+                                                       "(default <profiles>/validate/validate.json; 'none': collectives only)"),
+             local_costs: str = typer.Option("calibration", help="--holdout: step compute/codec from the "
+                                             "no-network jobs at the calibration p, or 'each-p'"),
              config: Optional[Path] = options.config_option(),
              quiet: bool = quiet_option(), as_json: bool = json_option()) -> None:
     """Predict held-out collectives and training steps with the simulator, measure them, compare."""
+    if published:
+        from kfsim.cli.published_cmd import report_published
+        report_published(out, Reporter("validate", quiet=quiet, as_json=as_json))
+        return
+    if holdout or calibrate_on:
+        from kfsim.cli.holdout_cmd import report_holdout
+        from kfsim.testbed.holdout import DEFAULT_SUBSET
+        report_holdout(calibrate_on or DEFAULT_SUBSET, profiles / f"{name}-measurements.json",
+                       profiles / "validate" / "validate.json" if cases_file is None else cases_file,
+                       local_costs, out, Reporter("validate", quiet=quiet, as_json=as_json), global_batch)
+        return
     from kfsim.testbed import validate as val
     png = out / "validate.png" if png is None else png
     logs = (out / "logs" if logs is None else logs).resolve()  # absolute: the workers run in their own folders

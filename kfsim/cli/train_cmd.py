@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kfsim.cli import app, check_out_dir, check_out_file, fail, options
+from kfsim.cli import app, check_out_dir, check_out_file, fail, local_options, options
 from kfsim.cli.progress import Reporter, json_option, out_option, quiet_option
 
 
@@ -41,12 +41,11 @@ def train(
     staleness: Optional[int] = typer.Option(None, help="async: SSP bound (0 = synchronous rounds; none = fully async)"),
     jitter: float = typer.Option(0.0, help="async: compute time x LogNormal(sigma=jitter)"),
     grad_mode: str = typer.Option("loop", help="per-worker gradients: loop or vmap"),
-    local_steps: Optional[int] = typer.Option(None, metavar="H", help="local SGD / DiLoCo: H inner steps per "
-                                              "outer step (default: exchange every step)"),
-    outer_lr: float = typer.Option(1.0, help="local SGD: outer learning rate"),
-    outer_momentum: float = typer.Option(0.0, help="local SGD: outer Nesterov momentum"),
-    fragments: int = typer.Option(1, metavar="F", help="local SGD: streaming, F fragments synced in turn"),
-    overlap_steps: int = typer.Option(0, help="local SGD: inner steps each exchange overlaps (< H / F)"),
+    local_steps: Optional[int] = local_options.local_steps(),
+    outer_lr: float = local_options.outer_lr(),
+    outer_momentum: float = local_options.outer_momentum(),
+    fragments: int = local_options.fragments(),
+    overlap_steps: int = local_options.overlap_steps(),
     out: Path = out_option("train", "run record record.jsonl, summary.json"),
     record: Optional[Path] = typer.Option(None, help="write the run record (JSON lines) here instead of "
                                           "<out>/record.jsonl"),

@@ -14,7 +14,9 @@
   within ~2 s with its signal or exit code and its log's line; a rank whose
   ``hb.rank<r>`` heartbeat is older than ``stall_s`` (or msrun exiting non-zero)
   ends the job with a :class:`LaunchError` naming the rank and the kept log directory;
-* the run record is rank 0's (``kfsim.records`` format, source "mindspore").
+* the run record is rank 0's (``kfsim.records`` format, source "mindspore");
+* multi-node (:mod:`kfsim.launch.nodes`): one launch per machine runs and watches that
+  node's ranks; node 0 owns the scheduler and the run record.
 """
 from __future__ import annotations
 
@@ -32,12 +34,13 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from kfsim.launch import integrity, preflight, supervise, watchdog
+from kfsim.launch import nodes as multinode
 from kfsim.launch.preflight import interpreter_path
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = ("CPU", "GPU", "Ascend")
-META_KEYS = ("spec", "model", "workers", "batch", "lr", "seed", "rng", "collective", "hidden")
+META_KEYS = ("spec", "model", "workers", "batch", "lr", "seed", "rng", "collective", "hidden", "local")
 CHANGEABLE = ("lr", "batch", "seed", "rng", "collective")  # may change on resume when allowed (state layout is kept)
 
 
@@ -46,7 +49,7 @@ class LaunchError(RuntimeError):
 
 
 class LaunchResult(NamedTuple):
-    record: Path
+    record: Path | None   # None on a node without rank 0 (multi-node)
     log_dir: Path
     wall_s: float
 
@@ -152,7 +155,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            log_dir: str | Path | None = None, extra_args: list[str] | None = None,
            keep_logs: bool = False, imports: tuple[str, ...] | list[str] = (), progress=None,
            log=None, overwrite: bool = False, allow_changes: Sequence[str] = (),
-           fingerprint_every: int = 10, worker_mem: int | None = None) -> LaunchResult:
+           fingerprint_every: int = 10, worker_mem: int | None = None, nodes: int = 1, node_rank: int = 0,
+           master_addr: str | None = None, master_port: int | None = None, local=None) -> LaunchResult:
     """Run a MindSpore data-parallel job with msrun; see the module docstring.
 
     ``imports``: what every worker imports first — e.g. a module that registers
@@ -173,19 +177,35 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     an estimate from the model) free. While it runs (:mod:`kfsim.launch.supervise`)
     a dead rank ends the job within ~2 s naming the rank, the signal and its log's
     line; the job dies with this process (:mod:`kfsim.launch.watchdog`).
+    Multi-node (:mod:`kfsim.launch.nodes`): ``workers`` is the total; this call runs node
+    ``node_rank``'s ``workers / nodes`` ranks against the scheduler node 0 runs on
+    ``master_addr:master_port`` and watches those ranks; only node 0 (rank 0) writes the run
+    record (``LaunchResult.record`` is None elsewhere); checkpoints are single-node only.
+    ``local``: a :class:`compressors.outer.LocalSGD` runs local SGD / DiLoCo instead of
+    per-step exchange (:mod:`kfsim.launch.local_worker`; its settings join the checkpoint
+    metadata and the run record's meta).
     """
     from kfsim.imports import for_workers, import_user
 
     for target in imports:  # here too, so that the spec validates
         import_user(target)
     imports, import_paths = for_workers(imports)
+    node = multinode.cluster(workers, nodes, node_rank, master_addr, master_port)
+    if node.multi and (ckpt_dir is not None or resume_step):
+        raise ValueError("checkpoints (--ckpt-dir, --resume) are single-node only for now; drop them or use --nodes 1")
+    multinode.check_network(node)  # cheap (at most a few seconds), before MindSpore is imported
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
+    # the lowered graphs must hold no CPU-only host kernel on a GPU/Ascend (before any worker starts)
+    preflight.check_device(spec, device, model_avals(model, hidden), rng=rng, workers=workers, steps=steps)
+    from kfsim.launch.local_worker import launch_args  # local SGD / DiLoCo (``local``: a LocalSGD or None)
+    local_args = launch_args(local, spec, len(model_avals(model, hidden)))
     msrun = msrun_path()
     outs = {"log folder": log_dir, "record folder": Path(record).parent if record else None, "ckpt_dir": ckpt_dir}
-    preflight.check(workers=workers, steps=steps, resume_step=resume_step, avals=model_avals(model, hidden),
+    preflight.check(workers=node.local, steps=steps, resume_step=resume_step, avals=model_avals(model, hidden),
                     out_dirs={k: Path(v) for k, v in outs.items() if v is not None}, worker_mem=worker_mem)
     meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
-            "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None}
+            "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None,
+            "local": None if local is None else dict(local._asdict())}
     if fingerprint_every < 0:
         raise ValueError(f"fingerprint_every must be >= 0, got {fingerprint_every}")
     changed = {}
@@ -218,13 +238,12 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         args += ["--fingerprint-every", str(fingerprint_every)]
     if changed:
         args += ["--changed", json.dumps(changed)]
+    if node.multi:
+        args += ["--nodes", str(nodes)]
     for m in imports:
         args += ["--import", m]
-    args += list(extra_args or [])
-    port = free_port(workers)
-    cmd = [msrun, f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={port}",
-           f"--log_dir={log_dir}", "--join=True", "--cluster_time_out=120",
-           f"--tail_worker_log={workers}",  # no rank has this id: no `tail -f` processes (they outlive msrun)
+    args += local_args + list(extra_args or [])
+    cmd = [*multinode.msrun_argv(msrun, node, log_dir, None if node.multi else free_port(workers)),
            str(WORKER), *args]
     env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(), **watchdog.launcher_env(),
                PYTHONPATH=os.pathsep.join([str(REPO), *import_paths, os.environ.get("PYTHONPATH", "")]))
@@ -237,11 +256,13 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     proc = supervise.start(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT)
     previous = _raise_on_sigterm()
     if log is not None:
-        log(f"msrun started: {workers} workers ({model}, {spec}), logs in {log_dir}")
+        log(f"msrun started: {workers} workers ({model}, {spec}), logs in {log_dir}" if not node.multi else
+            f"msrun started: node {node_rank} of {nodes}, ranks {node.ranks.start}..{node.ranks.stop - 1} of "
+            f"{workers} ({model}, {spec}), scheduler {master_addr}:{node.master_port}, logs in {log_dir}")
     err = None
     try:
-        ranks = supervise.Ranks(proc, log_dir, workers, str(WORKER))
-        err = supervise.watch(proc, log_dir, workers, t0, timeout_s, stall_s, ranks,
+        ranks = supervise.Ranks(proc, log_dir, node.ranks, str(WORKER))
+        err = supervise.watch(proc, log_dir, node.ranks, t0, timeout_s, stall_s, ranks,
                               lambda: tail.poll() or fps.poll())
         err = err or fps.poll()
         if err is not None and log is not None:
@@ -255,7 +276,14 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
             signal.signal(signal.SIGTERM, previous)
     wall = time.time() - t0
     if err is not None:
-        raise LaunchError(f"{err}; logs kept in {log_dir}\n{supervise.tail(log_dir)}")
+        cause = supervise.culprit(log_dir) if node.multi else ""  # node 0's scheduler names a remote rank
+        if cause and cause not in err:
+            err = f"{cause.rstrip('; ')}: the scheduler timed it out, so msrun ended this node's ranks: {err}"
+        where = (f" (node {node_rank} of {nodes}, ranks {node.ranks.start}..{node.ranks.stop - 1}; scheduler "
+                 f"{master_addr}:{node.master_port})") if node.multi else ""
+        raise LaunchError(f"{err}{where}; logs kept in {log_dir}\n{supervise.tail(log_dir)}")
+    if not node.has_rank0:
+        return LaunchResult(None, log_dir, wall)  # rank 0, on node 0, writes the run record
     if not record.exists():
         raise LaunchError(f"job finished but wrote no run record {record}; logs kept in {log_dir}")
     tail.finish()

@@ -10,7 +10,9 @@
   caller's) plus the scheduler's fits what the machine has free
   (:func:`available_bytes`: ``MemAvailable``, and the cgroup's limit minus its
   usage);
-* the schedule: ``0 <= resume_step < steps``.
+* the schedule: ``0 <= resume_step < steps``;
+* the device (:func:`check_device`): on GPU/Ascend, the spec's lowered graphs hold no
+  CPU-only host kernel (``backends.mindspore.device``, graph inspection, no accelerator needed).
 """
 from __future__ import annotations
 
@@ -137,3 +139,20 @@ def check(*, workers: int, steps: int, resume_step: int, avals, out_dirs: dict,
     check_data()
     check_interpreter()
     check_memory(workers, worker_bytes(avals) if worker_mem is None else int(worker_mem))
+
+
+def check_device(spec: str, device: str, avals, *, rng: str = "exact", workers: int = 2, steps: int = 1,
+                 imports=()) -> None:
+    """Refuse (one ValueError line naming the ops and the spec) a spec whose lowered graphs would
+    need a CPU-only host kernel on ``device``; every phase of a schedule is checked (the steps
+    :func:`kfsim.launch.launcher.validate` checks). CPU and the native baseline always pass."""
+    if device == "CPU" or spec == "native":
+        return
+    import compressors
+    from backends.mindspore.device import check_device as inspect
+    from kfsim.imports import import_user
+    for target in imports:  # a registered user compressor must parse here too
+        import_user(target)
+    comp = compressors.parse(spec)
+    inspect(comp, avals, device, rng=rng, n=workers,
+            steps=sorted({0, steps - 1} | set(range(min(steps, 64)))))

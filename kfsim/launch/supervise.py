@@ -119,8 +119,11 @@ def _environ(pid: int) -> dict[str, str]:
 class Ranks:
     """msrun's scheduler and rank processes, found and polled; :meth:`poll` names a dead one."""
 
-    def __init__(self, proc: subprocess.Popen, log_dir: Path, workers: int, script: str):
-        self.proc, self.log_dir, self.workers, self.script = proc, Path(log_dir), workers, script
+    def __init__(self, proc: subprocess.Popen, log_dir: Path, workers, script: str):
+        """``workers``: the rank count, or the ranks this node runs (multi-node: ``range(lo, hi)``)."""
+        self.proc, self.log_dir, self.script = proc, Path(log_dir), script
+        self.ids = rank_ids(workers)
+        self.workers = len(self.ids)
         self.known: dict[int, tuple[str, Path, str]] = {}   # pid -> (who, log, start time)
         self.dead: dict[int, float] = {}                    # pid -> when first seen gone
         self.oom_before = oom_kills()
@@ -155,7 +158,7 @@ class Ranks:
 
     def _finished(self, who: str) -> bool:
         if who == "the scheduler":
-            return all(self._beat(r) == "done" for r in range(self.workers))
+            return all(self._beat(r) == "done" for r in self.ids)
         return self._beat(int(who.split()[1])) == "done"
 
     def _beat(self, rank: int) -> str | None:
@@ -192,9 +195,15 @@ class Ranks:
         return None
 
 
-def watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_s: float,
+def rank_ids(workers) -> list[int]:
+    """``range(workers)`` for a count, else the given rank ids (one node's of a multi-node job)."""
+    return list(range(workers)) if isinstance(workers, int) else list(workers)
+
+
+def watch(proc, log_dir: Path, workers, t0: float, timeout_s: float, stall_s: float,
           ranks: Ranks | None = None, poll=None) -> str | None:
-    """Until the job ends: None when it finished, else why it failed (one sentence)."""
+    """Until the job ends: None when it finished, else why it failed (one sentence).
+    ``workers``: the rank count, or this node's rank ids (their heartbeats are in ``log_dir``)."""
     while True:
         if poll is not None and (found := poll()):
             return found
@@ -202,7 +211,7 @@ def watch(proc, log_dir: Path, workers: int, t0: float, timeout_s: float, stall_
             return found
         rc = proc.poll()
         now = time.time()
-        beats = {r: log_dir / f"hb.rank{r}" for r in range(workers)}
+        beats = {r: log_dir / f"hb.rank{r}" for r in rank_ids(workers)}
         done = all(p.exists() and p.read_text() == "done" for p in beats.values())
         if rc is not None:
             if rc == 0 and done:

@@ -10,6 +10,7 @@ wire bytes per step (``none()``'s for the native all-reduce).
 Each rank touches ``<run_dir>/hb.rank<r>`` every step (the launcher's liveness
 check) and, when checkpointing, saves ``<ckpt>/rank<r>.step<t>.ckpt`` holding
 the network, the optimizer and the reducer (compressor state + step).
+With ``--local-steps H`` it runs local SGD / DiLoCo instead (:mod:`kfsim.launch.local_worker`).
 """
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def parse_args(argv=None):
                    help="every N steps append a fingerprint of the parameters to <run_dir>/fp.rank<r>")
     p.add_argument("--changed", default=None,
                    help="JSON {hyperparameter: [checkpoint's, now]} the launcher allowed to change on resume")
+    p.add_argument("--nodes", type=int, default=1,
+                   help="machines the job spans; > 1: the ranks' fingerprints are all-gathered and rank 0 "
+                        "writes the other nodes' ranks' too (fp.rank<r> in its run dir; all in the record)")
+    p.add_argument("--local-steps", type=int, default=None, help="local SGD / DiLoCo: H inner steps per outer step")
+    p.add_argument("--outer-lr", type=float, default=1.0)
+    p.add_argument("--outer-momentum", type=float, default=0.0)
+    p.add_argument("--fragments", type=int, default=1)
+    p.add_argument("--overlap-steps", type=int, default=0)
     p.add_argument("--import", dest="imports", action="append", default=[],
                    help="module, .py file or package folder to import first (e.g. one registering a "
                         "user compressor; kfsim.imports)")
@@ -131,6 +140,14 @@ def main(argv=None) -> int:
         def construct(self, x):
             return self.allreduce(x) / n
 
+    class Gather(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.allgather = ops.AllGather()
+
+        def construct(self, x):
+            return self.allgather(x)
+
     def make_train(reducer):
         train = nn.TrainOneStepCell(nn.WithLossCell(net, loss_fn), opt)
         train.grad_reducer = reducer
@@ -138,29 +155,42 @@ def main(argv=None) -> int:
         return train
 
     start = a.resume_step
-    reducer = make_reducer(start)
+    local = None
+    if a.local_steps is not None:  # local SGD / DiLoCo (kfsim.launch.local_worker)
+        from kfsim.launch.local_worker import LocalStepper
+        from kfsim.train.config import local_algo
+        algo = local_algo(a.local_steps, a.outer_lr, a.outer_momentum, a.fragments, a.overlap_steps, len(values))
+        local = LocalStepper(algo, comp, net, loss_fn, a.model, a.lr, n=n, rank=rank, seed=a.seed, rng=a.rng,
+                             collective=a.collective, start=start)
+        reducer = local.cell()
+    else:
+        reducer = make_reducer(start)
     if start:
         path = Path(a.ckpt_dir) / f"rank{rank}.step{start}.ckpt"
         not_loaded, _ = ms.load_param_into_net(Container(net, opt, reducer), ms.load_checkpoint(str(path)),
                                                strict_load=True)
         if not_loaded:
             raise RuntimeError(f"rank {rank}: checkpoint {path} lacks {not_loaded}")
+        if local is not None:
+            local.loaded()
     phase = None if native else comp.phase_of(start)
-    train = make_train(reducer)
+    train = make_train(reducer) if local is None else None
     mean_loss = MeanLoss()
-    bytes_per_step = dense_bytes if native else reducer.payload_bytes
+    bytes_per_step = dense_bytes if native else 0 if local is not None else reducer.payload_bytes
     writer = None
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
                 "steps": a.steps, "device": a.device, "rng": a.rng, "collective": a.collective,
-                "resume_step": start, "shards": "worker r takes samples [r::n] of each global batch"}
+                "resume_step": start, "nodes": a.nodes, "shards": "worker r takes samples [r::n] of each global batch"}
         if a.changed:
             import json
             meta["changed_since_checkpoint"] = json.loads(a.changed)
+        if local is not None:
+            meta["local"] = dict(local.algo._asdict())
         writer = records.Writer(a.record, "mindspore", meta)
     stop = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
     for t in range(start, stop):
-        if not native and comp.phase_of(t) != phase:
+        if local is None and not native and comp.phase_of(t) != phase:
             state, _ = R.reducer_state(reducer)
             reducer = make_reducer(t, state)
             train = make_train(reducer)
@@ -180,26 +210,41 @@ def main(argv=None) -> int:
         x = ms.Tensor(xtr[idx][rank::n])
         y = ms.Tensor(ytr[idx][rank::n])
         t0 = time.perf_counter()
-        loss = train(x, y)
+        loss = train(x, y) if local is None else local.step(x, y, t)
         g = float(mean_loss(loss).asnumpy())
         dt = time.perf_counter() - t0
         extra = {"rank_loss": float(loss.asnumpy())}
-        if not native:
+        if local is not None:
+            extra.update(local.extra)
+            bytes_per_step = local.sent
+        elif not native:
             extra.update(collectives=reducer.collectives, buckets=reducer.buckets,
                          payload_bytes=reducer.payload_bytes, wire_bytes=reducer.wire_bytes)
         acc = None
         if writer is not None and ((a.eval_every and (t + 1) % a.eval_every == 0) or t + 1 == a.steps):
-            logits = net(ms.Tensor(xte)).asnumpy()
+            if local is None:
+                logits = net(ms.Tensor(xte)).asnumpy()
+            else:
+                with local.evaluating():
+                    logits = net(ms.Tensor(xte)).asnumpy()
             acc = float(np.mean(np.argmax(logits, 1) == yte))
         if a.ckpt_dir and a.ckpt_every and (t + 1) % a.ckpt_every == 0:
             Path(a.ckpt_dir).mkdir(parents=True, exist_ok=True)
             saved = Path(a.ckpt_dir) / integrity.ckpt_name(rank, t + 1)
-            ms.save_checkpoint(Container(net, opt, reducer), str(saved))
+            ms.save_checkpoint(Container(net, opt, reducer if local is None else local.cell()), str(saved))
             integrity.seal(saved)
             extra["checkpoint"] = t + 1
         if a.fingerprint_every and (t + 1) % a.fingerprint_every == 0:
-            integrity.append_fingerprint(a.run_dir, rank, t + 1,
-                                         integrity.fingerprint(q.asnumpy() for q in net.trainable_params()))
+            fp = integrity.fingerprint(q.asnumpy() for q in net.trainable_params()) if local is None else \
+                integrity.fingerprint(local.fingerprint_arrays())  # local SGD: θ (the p_r differ between syncs)
+            integrity.append_fingerprint(a.run_dir, rank, t + 1, fp)
+            if a.nodes > 1:  # the other nodes' files are on their machines: gather the digests to rank 0
+                words = Gather()(ms.Tensor(np.frombuffer(bytes.fromhex(fp), np.int32).copy())).asnumpy()
+                fps = [w.astype(np.int32).tobytes().hex() for w in words.reshape(n, -1)]
+                if rank == 0:  # node 0 runs ranks 0..n/nodes-1 itself; it gets the others' copies
+                    for r in range(n // a.nodes, n):
+                        integrity.append_fingerprint(a.run_dir, r, t + 1, fps[r])
+                    extra["fingerprints"] = fps
         if writer is not None:
             writer.add(records.Step(t, dt, int(bytes_per_step), g, acc, extra))
         hb.write_text(str(t))

@@ -50,12 +50,14 @@ class Choice(NamedTuple):
 class Pricer:
     """Predicted seconds of a plan (cached per choice)."""
 
-    def __init__(self, errors: Errors, profile, cluster, workers: int, collective: str | None = None):
+    def __init__(self, errors: Errors, profile, cluster, workers: int, collective: str | None = None,
+                 predict: dict | None = None):
         from kfsim.sim.predict import predict_iteration
 
         self._predict = predict_iteration
         self.errors, self.profile, self.cluster, self.workers = errors, profile, cluster, workers
         self.collective = collective
+        self.predict = dict(predict or {})   # further predict_iteration options (overlap, bucket_mb)
         self.comps = [compressors.parse(c) for c in errors.candidates]
         self.default = compressors.parse("none()")
         self.cache: dict = {}
@@ -68,14 +70,16 @@ class Pricer:
         key = tuple(int(c) for c in choice)
         if key not in self.cache:
             b = self._predict(self.profile, self.cluster, self.compressor(key), self.workers,
-                              batch_per_worker=self.profile.batch, collective=self.collective)
+                              batch_per_worker=self.profile.batch, collective=self.collective, **self.predict)
             self.cache[key] = float(b.total_s)
         return self.cache[key]
 
 
 def choose(errors: Errors, profile, cluster, workers: int, budget: float, *, collective: str | None = None,
-           exhaustive: int = EXHAUSTIVE) -> Choice:
-    """The fastest plan (predicted) whose whole-gradient relative error is within ``budget``."""
+           exhaustive: int = EXHAUSTIVE, predict: dict | None = None) -> Choice:
+    """The fastest plan (predicted) whose whole-gradient relative error is within ``budget``;
+    ``predict``: further ``predict_iteration`` options for how the plan will run (e.g. a testbed
+    worker's ``overlap=False`` and one bucket per tensor)."""
     if not (budget >= 0):
         raise ValueError(f"the error budget must be a number >= 0, got {budget!r}")
     names = errors.names
@@ -84,7 +88,7 @@ def choose(errors: Errors, profile, cluster, workers: int, budget: float, *, col
     C, T = errors.sq_err.shape
     if C < 1:
         raise ValueError("give at least one candidate compressor")
-    price = Pricer(errors, profile, cluster, workers, collective)
+    price = Pricer(errors, profile, cluster, workers, collective, predict)
     ok = lambda ch: errors.total(ch) <= budget  # noqa: E731
     uniform = []
     for c in range(C):

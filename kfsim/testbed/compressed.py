@@ -59,10 +59,12 @@ class StepRun(NamedTuple):
 
 def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 64, steps: int = 6,
               skip: int = 2, log_root: str | Path | None = None, timeout_s: float = 280.0,
-              independent: bool = False, imports=()) -> StepRun:
+              independent: bool = False, imports=(), model: str = "wide") -> StepRun:
     """A p-worker job of the launcher's worker; ``independent``: p one-worker jobs at once, each
     with the per-worker batch B/p (compute + codec under the same CPU contention, no network).
-    ``imports``: what each worker imports first (``--import`` targets, :mod:`kfsim.imports`)."""
+    ``imports``: what each worker imports first (``--import`` targets, :mod:`kfsim.imports`).
+    ``model``: the worker's ``--model`` (``wide``: the benchmark MLP of width ``hidden``; or a
+    kfsim.train model such as ``mlp``, the Fashion-MNIST MLP, whose ``hidden`` is ignored)."""
     if steps <= skip:
         raise ValueError(f"steps ({steps}) must exceed skipped compile steps ({skip})")
     if batch % p:
@@ -70,13 +72,15 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
     root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-steps-")).resolve()  # the workers run elsewhere
     safe = "".join(c if c.isalnum() else "_" for c in spec)
     rate = tb.shape.rate_mbit if tb.shape else 0.0
-    cell = root / f"{safe}_p{p}_{rate:g}mbit_h{hidden}{'_indep' if independent else ''}"
+    size = f"h{hidden}" if model == "wide" else model
+    cell = root / f"{safe}_p{p}_{rate:g}mbit_{size}{'_indep' if independent else ''}"
     cell.mkdir(parents=True, exist_ok=True)
     run_dir = cell / ("node{node}" if independent else "run")
     for i in range(p):
         Path(str(run_dir).replace("{node}", str(i))).mkdir(parents=True, exist_ok=True)
     record = run_dir / "record.jsonl"
-    args = ["--spec", spec, "--model", "wide", "--hidden", str(hidden), "--steps", str(steps),
+    args = ["--spec", spec, "--model", model, *(["--hidden", str(hidden)] if model == "wide" else []),
+            "--steps", str(steps),
             "--batch", str(batch // p if independent else batch), "--run-dir", str(run_dir),
             "--record", str(record), "--limit-test", "200"]
     targets, paths = for_workers(imports)

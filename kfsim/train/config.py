@@ -88,19 +88,14 @@ class RunConfig:
         self._check_local()
 
     def _check_local(self) -> None:
-        from compressors.outer import LocalSGD
-
-        h = 1 if self.local_steps is None else self.local_steps
-        algo = LocalSGD(h, self.outer_lr, self.outer_momentum, self.fragments, self.overlap_steps)
         object.__setattr__(self, "local", None)
         if self.local_steps is None:
-            if algo != LocalSGD():
-                raise ValueError("outer_lr, outer_momentum, fragments and overlap_steps apply to local SGD only: "
-                                 "set local_steps (--local-steps H)")
+            local_algo(None, self.outer_lr, self.outer_momentum, self.fragments, self.overlap_steps)
             return
         from kfsim.train import models
 
-        algo.check(len(models.get(tasks.TASKS[self.task]).shapes))
+        algo = local_algo(self.local_steps, self.outer_lr, self.outer_momentum, self.fragments, self.overlap_steps,
+                          len(models.get(tasks.TASKS[self.task]).shapes))
         for bad, why in ((self.mode != "sync", "mode='sync'"), (self.exchange != "loop", "exchange='loop'"),
                          (self.grad_mode != "loop", "grad_mode='loop'"),
                          (self.server_compressor is not None, "no server_compressor")):
@@ -117,3 +112,19 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         return cls(**d)
+
+
+def local_algo(local_steps: int | None, outer_lr: float = 1.0, outer_momentum: float = 0.0, fragments: int = 1,
+               overlap_steps: int = 0, tensors: int | None = None):
+    """The checked :class:`compressors.outer.LocalSGD` of these settings (``kfsim train`` and
+    ``kfsim launch`` alike), or None for per-step exchange (``local_steps`` None; then the
+    outer settings must be their defaults). ValueError naming a bad value."""
+    from compressors.outer import LocalSGD
+
+    algo = LocalSGD(1 if local_steps is None else local_steps, outer_lr, outer_momentum, fragments, overlap_steps)
+    if local_steps is None:
+        if algo != LocalSGD():
+            raise ValueError("outer_lr, outer_momentum, fragments and overlap_steps apply to local SGD only: "
+                             "set local_steps (--local-steps H)")
+        return None
+    return algo.check(tensors)

@@ -31,9 +31,9 @@ SEED = 3
 MATMUL = ("powersgd",)
 
 
-def _grads(rng, tie=False):
+def _grads(rng, tie=False, shapes=SHAPES):
     out = []
-    for s in SHAPES:
+    for s in shapes:
         g = rng.standard_normal(s).astype(np.float32)
         if tie:  # many equal magnitudes: top-k must break ties by lowest index
             g = np.round(g * 2) / 2
@@ -50,7 +50,8 @@ def _close(a, b, tol):
         assert np.array_equal(a, b, equal_nan=True), f"max diff {np.max(np.abs(a.astype(np.float64) - b))}"
 
 
-def run_both(spec, steps=3, tie=False):
+def run_both(spec, steps=3, tie=False, device="CPU", shapes=SHAPES, n=N):
+    """``device``: what the graphs are lowered for (GPU/Ascend: native ops only); they run on CPU."""
     comp = compressors.parse(spec)
     tol = 1e-5 if spec.startswith(MATMUL) else 0
     rng = np.random.default_rng(7)
@@ -59,20 +60,21 @@ def run_both(spec, steps=3, tie=False):
     def at(step):
         ph = comp.phase_of(step)
         if ph not in lowered:
-            lowered[ph] = LoopbackExchange(comp.step(step), [(s, np.float32) for s in SHAPES], n=N, seed=SEED)
+            lowered[ph] = LoopbackExchange(comp.step(step), [(s, np.float32) for s in shapes], n=n, seed=SEED,
+                                           device=device)
         return lowered[ph]
 
-    gs = _grads(rng, tie)
-    ms_states = at(0).init([gs] * N)
-    j_states = [comp.step(0).init(J, tuple(jnp.asarray(x) for x in gs)) for _ in range(N)]
+    gs = _grads(rng, tie, shapes)
+    ms_states = at(0).init([gs] * n)
+    j_states = [comp.step(0).init(J, tuple(jnp.asarray(x) for x in gs)) for _ in range(n)]
     for step in range(steps):
-        per = [_grads(rng, tie) for _ in range(N)]
+        per = [_grads(rng, tie, shapes) for _ in range(n)]
         mean, ms_states = at(step)(per, ms_states, step)
         jm, j_states, _ = exchange(J, comp.step(step), [tuple(jnp.asarray(x) for x in g) for g in per], j_states,
-                                   [make_keys(J, SEED, step, w) for w in range(N)])
+                                   [make_keys(J, SEED, step, w) for w in range(n)])
         for a, b in zip(mean, jm):
             _close(a, b, tol)
-        for w in range(N):
+        for w in range(n):
             for a, b in zip(ms_states[w], jtu.tree_leaves(j_states[w])):
                 _close(a, b, tol)
 

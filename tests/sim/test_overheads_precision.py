@@ -3,6 +3,7 @@ import pytest
 
 from kfsim import catalog
 from kfsim.catalog import config
+from kfsim.catalog.kinds import EFFICIENCY
 from kfsim.catalog.overheads import DEFAULT_INTERFERENCE, Overheads
 from kfsim.sim.compute import compute_time
 from kfsim.sim.predict import predict_iteration
@@ -22,7 +23,8 @@ def _cluster(device: str, precision: str = "mixed"):
 def test_precision_picks_the_peak(device, precision, peak):
     m = catalog.get_model("resnet-50")
     ct = compute_time(m, _cluster(device, precision), m.batch)
-    expect = m.flops_per_sample * m.batch / (peak * m.mfu)
+    # per layer kind: FLOPs of the kind / (peak(precision) · efficiency(kind))  (kfsim.catalog.kinds)
+    expect = m.batch * sum(f / (peak * EFFICIENCY[k]) for k, f in m.kind_flops)
     assert ct.fwd + ct.bwd == pytest.approx(expect, rel=1e-12)
 
 

@@ -185,6 +185,16 @@ def test_no_feasible_plan_and_bad_budgets_are_errors():
         CH.choose(errs, timing.model_profile("cnn", 32), cl, 4, 0.5)
 
 
+def test_choice_is_priced_as_the_plan_will_run():
+    errs = fake_errors(CANDS, REL)
+    prof, cl = timing.model_profile("mlp", 32), timing.cluster("nodes", 0.05, 4)
+    how = {"overlap": False, "bucket_mb": 1e-9}   # a testbed worker: after the backward, a collective per tensor
+    got = CH.choose(errs, prof, cl, 4, 0.5, predict=how)
+    assert got.predicted_s == predict_iteration(prof, cl, got.spec, 4, **how).total_s
+    u = got.best_uniform
+    assert u["predicted_s"] == predict_iteration(prof, cl, u["spec"], 4, **how).total_s >= got.predicted_s
+    assert got.predicted_s > CH.choose(errs, prof, cl, 4, 0.5).predicted_s  # no overlap, latency per tensor
+
 # -- end to end: kfsim plan, then kfsim train --plan ----------------------------------------------
 
 def test_plan_command_then_train_reads_it(tmp_path, fmnist_small):

@@ -1,0 +1,132 @@
+"""``kfsim launch --nodes 2``: two network namespaces as two machines, one ``kfsim launch`` each.
+
+The namespaces come from :class:`kfsim.testbed.netns.Testbed` (``kfsim-w0`` 10.213.47.1,
+``kfsim-w1`` 10.213.47.2, veths on a bridge in ``kfsim-hub``; removed on exit even when a
+test fails). Node 0 (w0) runs the scheduler and rank 0, node 1 (w1) rank 1; the ranks
+exchange gradients over the veths (the eth0 counters prove it), node 0 alone writes the
+run record, whose steps carry both ranks' gathered parameter fingerprints. Then the
+network preflight inside a namespace: a master nobody routes to, and a node 0 started on
+a machine that does not own ``--master-addr``, are one ``error:`` line before any process.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kfsim.testbed import counters, netns
+
+KFSIM = str(Path(sys.executable).parent / "kfsim")
+LOCK_WAIT_S = 600
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    ok, why = netns.available()
+    if not ok:
+        pytest.skip(f"two-node test needs network namespaces: {why}")
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:  # another module's testbed may hold the lock for a while: wait, then fail loudly
+        tb = netns.Testbed(2)
+        try:
+            tb.__enter__()
+            break
+        except RuntimeError as exc:
+            if "another kfsim testbed" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    try:
+        yield tb
+    finally:
+        tb.__exit__(None, None, None)
+    assert not netns.namespaces(), "namespaces left behind"
+
+
+def _launch(tb, node: int, out: Path, *extra: str) -> subprocess.Popen:
+    argv = [KFSIM, "launch", "--nodes", "2", "--node-rank", str(node), "--master-addr", tb.ip(0),
+            "--workers", "2", "--steps", "3", "--fingerprint-every", "1",  # the default master port, 7118
+            "--timeout", "3min", "--out", str(out), "--json", *extra]
+    return subprocess.Popen(tb.exec_argv(node, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_nodes_train_one_job(two_nodes, tmp_path):
+    from kfsim import records
+
+    tb = two_nodes
+    before = [counters.read_worker(i) for i in range(2)]
+    procs = [_launch(tb, i, tmp_path / f"node{i}") for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for i, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"node {i} failed (rc {p.returncode}):\n{err[-3000:]}"
+    summary1 = json.loads(outs[1][0].splitlines()[-1])
+    assert summary1["event"] == "summary" and summary1["node_rank"] == 1 and summary1["record"] is None
+
+    rec = records.read(tmp_path / "node0" / "record.jsonl")
+    assert rec.meta["workers"] == 2 and rec.meta["nodes"] == 2 and [s.step for s in rec.steps] == [0, 1, 2]
+    for s in rec.steps:
+        fps = s.extra["fingerprints"]
+        assert len(fps) == 2 and len(fps[0]) == 16 and fps[0] == fps[1], (s.step, fps)
+    assert len({s.extra["fingerprints"][0] for s in rec.steps}) == 3  # the parameters moved every step
+    assert not (tmp_path / "node1" / "record.jsonl").exists()
+    logs0, logs1 = tmp_path / "node0" / "logs", tmp_path / "node1" / "logs"
+    assert (logs0 / "scheduler.log").exists() and (logs0 / "worker_0.log").exists()
+    assert not (logs1 / "scheduler.log").exists() and (logs1 / "worker_1.log").exists()
+    assert (logs1 / "hb.rank1").read_text() == "done" and not (logs1 / "hb.rank0").exists()
+    # each rank's own digest (its node's fp.rank<r>) is what the gather brought to rank 0
+    own = {r: (logs / f"fp.rank{r}").read_text().split() for r, logs in ((0, logs0), (1, logs1))}
+    for r in (0, 1):
+        assert own[r] == [x for s in rec.steps for x in (str(s.step + 1), s.extra["fingerprints"][r])], (r, own[r])
+    assert (logs0 / "fp.rank1").read_text() == (logs1 / "fp.rank1").read_text()  # node 0's copy, compared there
+    assert not (logs1 / "fp.rank0").exists()
+    # the gradients crossed the "network": each node sent at least 3 steps' payloads over its eth0
+    sent = [counters.read_worker(i).tx_bytes - before[i].tx_bytes for i in range(2)]
+    assert min(sent) > 3 * rec.steps[0].bytes_sent, (sent, rec.steps[0].bytes_sent)
+
+
+@pytest.mark.parametrize("node,addr,message", [
+    (1, "10.213.99.1", "error: master 10.213.99.1:29517 is unreachable from this machine"),
+    (0, "10.213.47.2", "error: --master-addr 10.213.47.2 is not an address of this machine"),
+    (1, "10.213.47.2", "is an address of this machine, so msrun would start a second scheduler"),
+])
+def test_network_preflight_is_one_error_line(two_nodes, tmp_path, node, addr, message):
+    argv = [KFSIM, "launch", "--nodes", "2", "--node-rank", str(node), "--master-addr", addr,
+            "--master-port", "29517", "--workers", "2", "--steps", "3", "--out", str(tmp_path)]
+    r = subprocess.run(two_nodes.exec_argv(node, argv), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not netns.ns_pids(two_nodes.ns(node)), "a process was left in the namespace"
+
+
+class _Started(Exception):
+    pass
+
+
+def test_launch_builds_each_nodes_msrun_command(tmp_path, monkeypatch):
+    """``launch()`` runs msrun with this node's share and the shared scheduler address; no job."""
+    from kfsim.launch import launch, nodes, supervise
+
+    monkeypatch.setattr(nodes, "check_network", lambda c: None)  # 10.0.0.1 is nobody's here
+    cmds = []
+
+    def start(cmd, **popen):
+        cmds.append(cmd)
+        raise _Started
+
+    monkeypatch.setattr(supervise, "start", start)
+    for rank in (0, 1):
+        with pytest.raises(_Started):
+            launch("ef(topk(ratio=0.1))", workers=4, nodes=2, node_rank=rank, master_addr="10.0.0.1",
+                   steps=3, log_dir=tmp_path / f"n{rank}")
+    for rank, cmd in enumerate(cmds):
+        i = cmd.index("--worker_num=4")
+        assert cmd[i:i + 5] == ["--worker_num=4", "--local_worker_num=2", f"--node_rank={rank}",
+                                "--master_addr=10.0.0.1", f"--master_port={nodes.DEFAULT_MASTER_PORT}"]
+        assert cmd[cmd.index("--nodes") + 1] == "2" and cmd[cmd.index("--run-dir") + 1] == str(tmp_path / f"n{rank}")

@@ -1,0 +1,123 @@
+"""Held-out validation: one α, e, γ across rates and worker counts (no testbed needed)."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import kfsim.cli.testbed_cmd  # noqa: F401  (registers validate)
+from kfsim.cli import app
+from kfsim.sim import collectives
+from kfsim.testbed import holdout as ho
+
+ALPHA, EFF, GAMMA = 80e-6, 0.85, 1.5e-9
+RATES, WORKERS, SIZES = (50.0, 200.0, 1000.0), (2, 3, 4, 8), (4096, 65536, 262144, 1048576, 4194304)
+
+
+def _time(op, rate, p, n, burst):
+    """The echo-ring cost written out, independently of the design matrix under test."""
+    beta = 8 / (EFF * rate * 1e6)
+    b = max(32 * 1024, rate * 1e6 / 8 / 250) if burst else 0.0
+    if op == "allreduce":
+        return 4 * (p - 1) * ALPHA + max(4 * (p - 1) * n / p - b, 0) * beta + (p - 1) / p * n * GAMMA
+    return 2 * (p - 1) * ALPHA + max(2 * (p - 1) * n - b, 0) * beta
+
+
+def _data(burst):
+    cells = [{"rate_mbit": r, "op": op, "p": p, "nbytes": n, "seconds": _time(op, r, p, n, burst), "tx_per_rank": 0}
+             for r in RATES for p in WORKERS for op in ("allreduce", "allgather") for n in SIZES]
+    return {"collectives": cells, "compute": [], "models": {}, "steps": []}
+
+
+def test_no_burst_design_is_the_simulators_closed_form():
+    for p in WORKERS:
+        for n in SIZES:
+            beta = 8 / (EFF * 200e6)
+            x = ho.physical_design("allreduce", 200.0, p, n)
+            assert x @ [ALPHA, 1 / EFF, GAMMA] == pytest.approx(
+                float(collectives.mccl_allreduce(p, n, ALPHA, beta, GAMMA)), rel=1e-12)
+            x = ho.physical_design("allgather", 200.0, p, n)
+            assert x @ [ALPHA, 1 / EFF, GAMMA] == pytest.approx(
+                float(collectives.mccl_allgather(p, n, ALPHA, beta)), rel=1e-12)
+
+
+@pytest.mark.parametrize("burst", [True, False])
+def test_fit_on_subset_recovers_parameters_and_predicts_held_out_exactly(burst):
+    data = _data(burst)
+    subset = ho.parse_subset("p=2,rates=50,1000")
+    cells = ho.calibration_cells(data, subset)
+    assert len(cells) == 2 * 2 * len(SIZES) and all(c["p"] == 2 and c["rate_mbit"] != 200 for c in cells)
+    fit = ho.fit_physical(cells, burst=burst)
+    assert (fit.alpha, fit.efficiency, fit.gamma) == pytest.approx((ALPHA, EFF, GAMMA), rel=1e-6)
+    assert fit.beta(200.0) == pytest.approx(8 / (EFF * 200e6), rel=1e-6)
+    rows = ho.collective_rows(data, subset, fit)
+    held = [r for r in rows if not r.in_sample]
+    assert len(held) == len(rows) - len(cells) and {r.p for r in held} == set(WORKERS)
+    assert any(r.rate_mbit == 200.0 and r.p == 2 for r in held)
+    assert max(abs(r.rel_error) for r in rows) < 1e-6
+    groups = {g.group: g for g in ho.summarise(rows)}
+    assert groups["collective held-out"].n == len(held) and groups["all held-out"].worst_abs_error < 1e-6
+
+
+def test_wrong_model_shows_up_as_held_out_error():
+    """Data with burst, fitted without: held-out cells are mispredicted (the check can fail)."""
+    data = _data(burst=True)
+    subset = ho.parse_subset("p=2,rates=50,1000")
+    fit = ho.fit_physical(ho.calibration_cells(data, subset), burst=False)
+    rows = ho.collective_rows(data, subset, fit)
+    assert max(abs(r.rel_error) for r in rows if not r.in_sample) > 0.05
+
+
+def test_parse_subset_forms():
+    assert ho.parse_subset("p=2,rates=50,1000") == ho.Subset((2,), (50.0, 1000.0))
+    assert ho.parse_subset("p=4,2; rates=1Gbit/s,200") == ho.Subset((2, 4), (200.0, 1000.0))
+    assert ho.parse_subset("rates=50 p=2") == ho.Subset((2,), (50.0,))
+    s = ho.parse_subset(ho.DEFAULT_SUBSET)
+    assert s.holds(50, 2) and s.holds(1000.0, 2) and not s.holds(200, 2) and not s.holds(50, 4)
+    assert ho.parse_subset(str(s)) == s
+
+
+@pytest.mark.parametrize("text, mention", [
+    ("", "empty"), ("p=two,rates=50", "integers"), ("p=1,rates=50", ">= 2"), ("rates=50", "p= needs"),
+    ("p=2", "rates= needs"), ("p=2,rates=fast", "bandwidth"), ("p=2,rates=-5", "> 0"),
+    ("q=2,rates=50", "unknown key"), ("2,rates=50", "before any key"), ("p=2,p=4,rates=50", "twice")])
+def test_parse_subset_rejects(text, mention):
+    with pytest.raises(ValueError, match="--calibrate-on") as exc:
+        ho.parse_subset(text)
+    assert mention in str(exc.value)
+
+
+def _write(tmp_path):
+    prof = tmp_path / "profiles"
+    prof.mkdir()
+    (prof / "testbed-measurements.json").write_text(json.dumps(_data(burst=True)))
+    (tmp_path / "nocases.json").write_text("[]")
+    return prof
+
+
+@pytest.mark.parametrize("subset, mention", [("p=two,rates=50", "integers"), ("p=2,rates=", "rates= needs"),
+                                             ("p=2;rates=10Qbit/s", "bandwidth"), ("p=16,rates=50", "no stored")])
+def test_cli_bad_calibrate_on_is_one_error_line(tmp_path, subset, mention):
+    prof = _write(tmp_path)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["validate", "--profiles", str(prof), "--calibrate-on", subset,
+                                 "--cases", str(tmp_path / "nocases.json"), "--out", str(out)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    err = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and mention in err[0], r.stderr
+    assert not (out / "holdout.json").exists()
+
+
+def test_cli_holdout_writes_table(tmp_path):
+    prof = _write(tmp_path)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["validate", "--profiles", str(prof), "--calibrate-on", "p=2,rates=50,1000",
+                                 "--cases", str(tmp_path / "nocases.json"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "holdout.json").read_text())
+    assert doc["calibrate_on"] == "p=2,rates=50,1000"
+    assert doc["fit"]["alpha_us"] == pytest.approx(ALPHA * 1e6, rel=1e-6)
+    assert doc["fit"]["efficiency"] == pytest.approx(EFF, rel=1e-6)
+    held = [x for x in doc["rows"] if x["group"] == "collective held-out"]
+    assert len(held) == len(doc["rows"]) - 20 and max(abs(x["rel_error"]) for x in doc["rows"]) < 1e-6
+    assert "held-out" in r.output and "in-sample" in r.output
