@@ -11,7 +11,8 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
 
 1. measure, for every spec of ``tests/specs.py`` (one worker, n = 1: every
    round's encode, then decode) on a near-square float32 matrix of each size,
-   the best of ``--repeat`` round trips after two warm-up calls (NumPy: the
+   the best of ``--repeat`` round trips after two warm-up calls (a
+   scheduled spec, warm-up or DGC, in its phase at step ``STEADY_STEP``) (NumPy: the
    Compressor API on the NumPy/Numba binding; MindSpore: the lowered
    loopback exchange, compiled, compile time excluded);
 2. fit the device constants on the ``--fit-size`` rows only (in-sample);
@@ -59,7 +60,7 @@ def warm_best_time(fn, repeat: int) -> float:
 def numpy_roundtrip(spec: str, shape):
     import compressors as C
     rng = np.random.default_rng(0)
-    return make_roundtrip("numpy", C.parse(spec), rng.standard_normal(shape).astype(np.float32))
+    return make_roundtrip("numpy", C.parse(spec).step(STEADY_STEP), rng.standard_normal(shape).astype(np.float32))
 
 
 def mindspore_roundtrip(spec: str, shape):
@@ -80,7 +81,7 @@ ROUNDTRIPS = {"numpy": numpy_roundtrip, "mindspore": mindspore_roundtrip}
 def predicted_s(spec: str, shape, cluster) -> float:
     import compressors as C
     from kfsim.sim.codec import codec_cost
-    c = codec_cost(C.parse(spec), shape, cluster)
+    c = codec_cost(C.parse(spec).step(STEADY_STEP), shape, cluster)
     return c.enc + c.decode(1)
 
 
