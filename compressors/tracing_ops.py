@@ -15,16 +15,21 @@ from compressors.traced import BINARY, LoweringError, Var, has_var
 class TracingOps(Fused):
     """An ``Ops`` that records calls into a :class:`Program`.
 
-    ``record_fused``: False (the lowering) traces a fused op through its
-    defining composition; True (the cost model) records it as one equation
-    named after it, its static arguments in ``attrs`` and the names of its
-    array arguments in ``attrs["arg_names"]``."""
+    ``record_fused``: False traces a fused op through its defining
+    composition; True (the cost model) records it as one equation named after
+    it, its static arguments in ``attrs`` and the names of its array arguments
+    in ``attrs["arg_names"]``; a set of names records those only (a lowering
+    with its own rule for them traces the others through)."""
 
     name = "trace"
 
-    def __init__(self, prog: Program, *, record_fused: bool = False):
+    def __init__(self, prog: Program, *, record_fused: bool | frozenset = False):
         self._prog = prog
         self.record_fused = record_fused
+
+    def _records(self, name: str) -> bool:
+        """Whether the fused op ``name`` is recorded as one equation."""
+        return self.record_fused is True or (not isinstance(self.record_fused, bool) and name in self.record_fused)
 
     def _unknown(self, op):
         return (f"{self._prog.who}: op {op!r} is not in the ops namespace "
@@ -150,7 +155,7 @@ def _fused(name):
     sig = inspect.signature(composed)
 
     def method(self, *args, **kwargs):
-        if not self.record_fused:
+        if not self._records(name):
             return composed(self, *args, **kwargs)
         bound = sig.bind(self, *args, **kwargs)
         bound.apply_defaults()

@@ -15,6 +15,15 @@ msrun jobs or network namespaces holds a lock shared by the workers while it
 runs, so at most one such module (~1 GB per MindSpore process) runs at a time;
 ``tests/heavy_schedule.py`` hands such modules to one worker at a time, so the
 other never waits on the lock.
+
+Compiling dominates the JAX suites (each eager op on a new shape, dtype or
+static argument, and every ``jax.jit`` of a fresh lambda, is an XLA compile of
+~20-1000 ms), and most programs recur: across tests, across the two workers,
+after a cache clean-up, in every subprocess (CLI, docs, notebooks). So a test
+session gets one persistent JAX compilation cache, in a fresh temporary folder
+(``JAX_COMPILATION_CACHE_DIR``, removed at the end; one set by the caller is
+used as it is), that the workers and their subprocesses share: a program is
+compiled once per session. Each session starts cold, so nothing is hidden.
 """
 from __future__ import annotations
 
@@ -24,7 +33,9 @@ import fcntl
 import functools
 import gc
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +46,29 @@ _floor = {"mb": 0}
 
 
 HEAVY_WORDS = ("msrun", "Testbed(", "netns")
+JAX_CACHE_ENV = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",   # every program, however quick
+                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+
+
+def pytest_configure(config):
+    """The session's JAX compilation cache: made by the controlling process (xdist's workers and
+    every subprocess inherit its environment), before any test module imports JAX."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        config.kfsim_jax_cache = tempfile.mkdtemp(prefix="kfsim-jax-cache-")
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = config.kfsim_jax_cache
+    for k, v in JAX_CACHE_ENV.items():
+        os.environ.setdefault(k, v)
+    jax = sys.modules.get("jax")
+    if jax is not None:  # imported before this hook (by a plugin): its flags read the environment already
+        jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "kfsim_jax_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @functools.cache

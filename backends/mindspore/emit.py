@@ -38,6 +38,7 @@ class Emitter:
         self.memo: dict = {}  # per-graph constants rules share (e.g. native.py's power-of-two tables)
         self._scalars: dict = {}
         self._n = 0
+        self.needed: set[int] | None = None  # ids of the values the outputs depend on (set by emit)
 
     @property
     def native(self) -> bool:
@@ -52,6 +53,11 @@ class Emitter:
             raise self.error(f"op {op!r} needs the host kernel {factory.__name__} (pyfunc custom ops run on "
                              f"CPU only), which device {self.device} cannot run")
         return self.prim(factory(*args), hint)
+
+    def used(self, v: Var) -> bool:
+        """Whether a later equation or an output reads ``v``: a rule need not write an output
+        nobody reads (top_k's values, when only its indices are used)."""
+        return self.needed is None or v.id in self.needed
 
     def error(self, msg: str) -> LoweringError:
         return LoweringError(f"{self.who}: {msg}")
@@ -133,6 +139,11 @@ class Emitter:
 
 def live_eqns(prog: Program, outputs: Sequence[Var]):
     """The equations the outputs depend on, in program order (dead code removed)."""
+    return _live(prog, outputs)[0]
+
+
+def _live(prog: Program, outputs: Sequence[Var]):
+    """(the live equations, the ids of every value the outputs depend on)."""
     need = {v.id for v in outputs}
     keep = []
     for eqn in reversed(prog.eqns):
@@ -140,7 +151,7 @@ def live_eqns(prog: Program, outputs: Sequence[Var]):
             keep.append(eqn)
             for a in _vars(eqn.args):
                 need.add(a.id)
-    return keep[::-1]
+    return keep[::-1], need
 
 
 def _vars(args):
@@ -168,7 +179,8 @@ def emit(em: Emitter, prog: Program, outputs: Sequence[Var]) -> None:
 
 
 def _emit(em: Emitter, prog: Program, outputs: Sequence[Var], Eqn) -> None:
-    for eqn in live_eqns(prog, outputs):
+    eqns, em.needed = _live(prog, outputs)
+    for eqn in eqns:
         rule = RULES.get(eqn.op)
         if rule is None:
             raise em.error(f"op {eqn.op!r} has no MindSpore lowering rule")
@@ -189,10 +201,11 @@ def _emit(em: Emitter, prog: Program, outputs: Sequence[Var], Eqn) -> None:
 
         args = tuple(sub(a) for a in eqn.args)
         outs = tuple(prog.new_var(o.shape, np.float32) if o.dtype.name == "bfloat16" else o for o in eqn.outs)
+        em.needed |= {so.id for o, so in zip(eqn.outs, outs) if so is not o and em.used(o)}
         attrs = dict(eqn.attrs, round_to="bfloat16") if eqn.op in ("sum", "scatter_add") else eqn.attrs
         rule(em, Eqn(eqn.op, args, attrs, outs, eqn.out_tree))
         for o, so in zip(eqn.outs, outs):
-            if so is not o:
+            if so is not o and em.used(o):
                 em.line(f"{em.name(o)} = ops.cast({em.name(so)}, ms.bfloat16)")
 
 

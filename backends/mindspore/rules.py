@@ -47,7 +47,7 @@ RULES = {
     "isfinite": elem.isfinite, "frexp": elem.frexp, "ldexp": elem.ldexp,
     "astype": casts.astype, "bitcast": casts.bitcast,
     "sum": reduce.sum_, "max": reduce.max_, "matmul": reduce.matmul,
-    "top_k": select.top_k, "gather": select.gather, "scatter_add": select.scatter_add, "nonzero": select.nonzero,
+    "top_k": select.top_k, "top_k_abs": select.top_k_abs, "gather": select.gather, "scatter_add": select.scatter_add, "nonzero": select.nonzero,
     "fold_in": rand.fold_in, "random_bits": rand.random_bits, "uniform": rand.uniform,
     "pack_bits": bits.pack_bits, "unpack_bits": bits.unpack_bits,
     "comm_sum": comm.comm_sum, "comm_gather": comm.comm_gather, "comm_max": comm.comm_max,

@@ -7,6 +7,9 @@ an AllGather stacked on a new leading worker axis; a MAX round gathers and
 takes the rank-order maximum (MindSpore's CPU AllReduce is SUM-only; the
 scales such rounds carry are small). AllGather takes no uint32/int8/bool/bf16:
 such payloads travel as int32 (float32 for bf16) and are cast back exactly.
+With one worker (n = 1) every collective is the identity (an AllGather adds
+the worker axis): the graph needs no communication group, so a reducer for
+one rank runs in any process (a benchmark's, a researcher's notebook).
 """
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ def comm_sum(em, eqn):
     (x,), out = eqn.args, eqn.outs[0]
     dt = x.dtype.name
     a = em.ref(x)
+    if eqn.attrs["n"] == 1:
+        em.assign(out, a)
+        return
     if eqn.attrs.get("via") == "allgather":
         pass
     elif dt in ("float32", "float16"):
@@ -68,6 +74,8 @@ def int_carrier(dtype, n: int) -> str | None:
 
 
 def _allgather(em, a, shape, dtype, n):
+    if n == 1:
+        return em.tmp(f"ops.reshape({a}, {(1,) + tuple(shape)!r})")
     dt = np.dtype(dtype).name
     wire = dt if dt in GATHERABLE else ("float32" if dt == "bfloat16" else "int32")
     if wire != dt:

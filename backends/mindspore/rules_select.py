@@ -1,6 +1,7 @@
-"""Lowering rules of the selection ops: ``top_k``, ``gather``, ``scatter_add``,
-``nonzero``. ``ops.topk`` is not stable: top_k sorts the int64 composite key
-``orderkey(x) * 2**32 + (2**32 - 1 - i)``, unique, so ties go to the lowest i
+"""Lowering rules of the selection ops: ``top_k`` (and the fused ``top_k_abs``),
+``gather``, ``scatter_add``, ``nonzero``. ``ops.topk`` is not stable: top_k
+sorts the int64 composite key ``orderkey(x) * 2**32 + (2**32 - 1 - i)``,
+unique, so ties go to the lowest i
 and NaN (orderkey = INT32_MAX) ranks above +inf. float64 in a native graph:
 the int64 orderkey leaves no room for i, so it is first replaced by its rank
 among the k largest keys (0 below them). ``tensor_scatter_*`` raise out of
@@ -13,12 +14,38 @@ import numpy as np
 
 
 def top_k(em, eqn):
-    from backends.mindspore import runtime as rt
-    from backends.mindspore.rules_casts import float_bits
     (x,), (vals, idx), k = eqn.args, eqn.outs, eqn.attrs["k"]
-    n = x.size
-    dt = x.dtype.name
     src = em.ref(x)
+    if x.dtype.name == "float64" and not em.native:
+        from backends.mindspore import runtime as rt
+        em.line(f"{em.name(vals)}, {em.name(idx)} = {em.host(rt.topk64_prim, k, op='top_k', hint='topk')}({src})")
+        return
+    em.assign(idx, _descending(em, src, x.dtype.name, x.size, k))
+    if em.used(vals):  # often only the indices are read
+        em.assign(vals, f"ops.gather({src}, {em.name(idx)}, 0)")
+
+
+def top_k_abs(em, eqn):
+    """``top_k(abs(x), k)``'s indices in ascending order: the composition marks them in an
+    n-entry mask and lists it (scatter, cumsum, scatter: four passes over x); distinct
+    indices sort exactly by one k-entry top-k of their negations."""
+    (x,), idx, k = eqn.args, eqn.outs[0], eqn.attrs["k"]
+    if k == 0:
+        em.assign(idx, "ops.zeros((0,), ms.int32)")
+        return
+    a = em.tmp(f"ops.abs({em.ref(x)})")
+    if x.dtype.name == "float64" and not em.native:
+        from backends.mindspore import runtime as rt
+        desc = em.tmp(f"{em.host(rt.topk64_prim, k, op='top_k_abs', hint='topk')}({a})[1]")
+    else:
+        desc = _descending(em, a, x.dtype.name, x.size, k)
+    em.assign(idx, f"ops.neg(ops.topk(ops.neg({desc}), {k})[0])")
+
+
+def _descending(em, src: str, dt: str, n: int, k: int) -> str:
+    """int32 indices of the k largest of the 1-D ``src`` (dtype ``dt``, n entries), largest
+    first, ties to the lowest index (an expression; float64 on CPU goes to the host kernel)."""
+    from backends.mindspore.rules_casts import float_bits
     if dt in ("float16", "bfloat16", "float32"):
         f = src if dt == "float32" else em.tmp(f"ops.cast({src}, ms.float32)")
         bits = em.tmp(float_bits(em, f, np.float32, np.int32))
@@ -27,24 +54,20 @@ def top_k(em, eqn):
                      f"ops.bitwise_xor({bits}, {em.scalar(0x7FFFFFFF, 'int32')}), {bits})")
     elif dt in ("int32", "int16", "int8", "uint8", "uint16"):
         key = src
-    elif dt == "float64" and em.native:
-        # the int64 totalOrder key has no room for the index: rank it among the k largest keys first
+    elif dt == "float64":  # native: the int64 totalOrder key has no room for the index: rank it first
         bits = em.tmp(float_bits(em, src, np.float64, np.int64))
         full = em.tmp(f"ops.where(ops.less({bits}, {em.scalar(0, 'int64')}), "
                       f"ops.bitwise_xor({bits}, {em.scalar(2**63 - 1, 'int64')}), {bits})")
         asc = em.tmp(f"ops.flip(ops.topk({full}, {k})[0], (0,))")  # the k largest keys, ascending
         # k - #(those above the key): in [1, k] for the candidates (key >= the k-th largest), else 0
         key = em.tmp(f"ops.cast(ops.searchsorted({asc}, {full}, right=True), ms.int64)")
-    elif dt == "float64":
-        em.line(f"{em.name(vals)}, {em.name(idx)} = {em.host(rt.topk64_prim, k, op='top_k', hint='topk')}({src})")
-        return
     else:
-        raise em.error(f"top_k on {dt} (supported: float16/bfloat16/float32 and small ints)")
+        raise em.error(f"top_k on {dt} (supported: float16/bfloat16/float32/float64 and small ints)")
     comp = em.tmp(f"ops.add(ops.mul(ops.cast({key}, ms.int64), {em.scalar(2**32, 'int64')}), "
                   f"ops.sub({em.scalar(2**32 - 1, 'int64')}, ops.cast(ops.arange(0, {n}, 1, dtype=ms.int32), ms.int64)))")
     top = em.tmp(f"ops.topk({comp}, {k})[0]")
-    em.assign(idx, f"ops.cast(ops.sub({em.scalar(2**32 - 1, 'int64')}, ops.remainder({top}, {em.scalar(2**32, 'int64')})), ms.int32)")
-    em.assign(vals, f"ops.gather({src}, {em.name(idx)}, 0)")
+    return (f"ops.cast(ops.sub({em.scalar(2**32 - 1, 'int64')}, ops.remainder({top}, {em.scalar(2**32, 'int64')})), "
+            "ms.int32)")
 
 
 def gather(em, eqn):

@@ -10,9 +10,12 @@ the MindSpore lowering:
   by default, and :func:`jax_fn` is the reference function of one equation
   (``lower.reference_eval`` evaluates programs with it);
 * fused ops are traced *through* their primitive composition (what gets
-  compiled), and static key arithmetic is folded with the lowering's own
-  threefry kernels (``backends.mindspore.runtime``), so the constants are
-  exactly those the generated code embeds.
+  compiled), except those in :data:`LOWERED_FUSED`, which have a rule of
+  their own (``top_k_abs``: one top-k and a k-entry sort, where the
+  composition makes four more passes over the whole tensor); static key
+  arithmetic is folded with the lowering's own threefry kernels
+  (``backends.mindspore.runtime``), so the constants are exactly those the
+  generated code embeds.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ from compressors.program import BINARY, COMM_OPS, UNARY, Eqn, LoweringError, Var
 from compressors.program import Program as _Program
 from compressors.program import TracingOps as _TracingOps
 from compressors.ops import OP_NAMES
+
+LOWERED_FUSED = frozenset({"top_k_abs"})  # fused ops recorded whole: the table has a rule for each
 
 
 def _jax_reference():
@@ -48,7 +53,7 @@ class TracingOps(_TracingOps):
     name = "mindspore-trace"
 
     def __init__(self, prog: _Program):
-        super().__init__(prog, record_fused=False)
+        super().__init__(prog, record_fused=LOWERED_FUSED)
 
     def _unknown(self, op):
         return (f"{self._prog.who}: op {op!r} is not in the ops namespace "
@@ -70,4 +75,5 @@ class TracingOps(_TracingOps):
         return self._prog.bind("fold_in", (key, data), {}, origin=origin)
 
 
-__all__ = ["BINARY", "UNARY", "COMM_OPS", "Eqn", "LoweringError", "Program", "TracingOps", "Var", "jax_fn"]
+__all__ = ["BINARY", "UNARY", "COMM_OPS", "Eqn", "LOWERED_FUSED", "LoweringError", "Program", "TracingOps", "Var",
+           "jax_fn"]

@@ -263,7 +263,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     try:
         ranks = supervise.Ranks(proc, log_dir, node.ranks, str(WORKER))
         err = supervise.watch(proc, log_dir, node.ranks, t0, timeout_s, stall_s, ranks,
-                              lambda: tail.poll() or fps.poll())
+                              lambda: tail.poll() or fps.poll(), early=not node.multi)
         err = err or fps.poll()
         if err is not None and log is not None:
             log(f"job failed: {err}")

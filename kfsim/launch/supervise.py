@@ -13,7 +13,10 @@
   explaining line of the process's own log is quoted. MindSpore's own
   heartbeat would notice only after ~30 s;
 * :func:`watch` is the launcher's loop: that, heartbeats (a rank idle for
-  ``stall_s``), the job's timeout and msrun's own exit;
+  ``stall_s``), the job's timeout and msrun's own exit. A single-node job is
+  done as soon as every rank has said ``done`` (its record and checkpoints are
+  closed by then): the launcher ends what is left rather than wait ~5 s for
+  MindSpore's teardown and its scheduler's 5 s poll of unregistering nodes;
 * :func:`kill_tree` ends msrun and every process below it.
 """
 from __future__ import annotations
@@ -201,9 +204,11 @@ def rank_ids(workers) -> list[int]:
 
 
 def watch(proc, log_dir: Path, workers, t0: float, timeout_s: float, stall_s: float,
-          ranks: Ranks | None = None, poll=None) -> str | None:
+          ranks: Ranks | None = None, poll=None, early: bool = False) -> str | None:
     """Until the job ends: None when it finished, else why it failed (one sentence).
-    ``workers``: the rank count, or this node's rank ids (their heartbeats are in ``log_dir``)."""
+    ``workers``: the rank count, or this node's rank ids (their heartbeats are in ``log_dir``).
+    ``early`` (a single-node job: its scheduler serves no other node): finished once every rank
+    has said ``done``, without waiting for the processes to tear down."""
     while True:
         if poll is not None and (found := poll()):
             return found
@@ -213,6 +218,8 @@ def watch(proc, log_dir: Path, workers, t0: float, timeout_s: float, stall_s: fl
         now = time.time()
         beats = {r: log_dir / f"hb.rank{r}" for r in rank_ids(workers)}
         done = all(p.exists() and p.read_text() == "done" for p in beats.values())
+        if early and done:
+            return None
         if rc is not None:
             if rc == 0 and done:
                 return None

@@ -55,10 +55,10 @@ def _predict(profile: Path, hidden: int, p: int, spec: str, global_batch: int):
     from kfsim.sim.predict import predict_iteration
     from kfsim.testbed.compressed import wide_name
     from kfsim.testbed.profile import read_profile
-    from kfsim.testbed.validate import PER_TENSOR_BUCKET_MB
+    from kfsim.testbed.validate import worker_bucket_mb
     cl = read_profile(profile)
     return predict_iteration(wide_name(hidden), cl, spec, p, batch_per_worker=max(global_batch // p, 1),
-                             overlap=False, bucket_mb=PER_TENSOR_BUCKET_MB)
+                             overlap=False, bucket_mb=worker_bucket_mb(spec))
 
 
 def speedup_errors(cases_path: str | Path = DEFAULT_CASES, profiles: str | Path = DEFAULT_PROFILES,

@@ -31,6 +31,15 @@ from kfsim.testbed.training import mlp_name, run_native
 PER_TENSOR_BUCKET_MB = 1e-9   # one bucket per tensor (DistributedGradReducer all-reduces each gradient)
 
 
+def worker_bucket_mb(spec: str) -> float:
+    """The bucket cap the launcher's worker exchanges ``spec`` with: the native baseline
+    (``"native"``, recorded as kind ``"none"``) is MindSpore's DistributedGradReducer, one
+    all-reduce per gradient; a compressor runs in kfsim's reducer, one collective per bucket
+    of ``compressors.buckets.DEFAULT_BUCKET_BYTES`` and round."""
+    from compressors.buckets import DEFAULT_BUCKET_BYTES
+    return PER_TENSOR_BUCKET_MB if spec in ("native", "none") else DEFAULT_BUCKET_BYTES / 2**20
+
+
 class Case(NamedTuple):
     kind: str            # "allreduce" / "allgather" / a compressor spec
     detail: str          # size or model
@@ -99,15 +108,15 @@ def validate_native(directory, name, rates, workers, layers, batch=64, steps=3, 
 
 
 def predict_steps(profile: str | Path, hidden: int, p: int, spec: str, global_batch: int) -> float:
-    """Predicted step of the launcher's worker: the simulator's iteration (no overlap, one collective
-    per tensor and round) plus the worker's all-reduce of the scalar loss."""
+    """Predicted step of the launcher's worker: the simulator's iteration (no overlap, the worker's
+    buckets: :func:`worker_bucket_mb`) plus the worker's all-reduce of the scalar loss."""
     from kfsim.sim import algorithms
     from kfsim.sim.predict import predict_iteration
     from kfsim.testbed.compressed import wide_name
     cl = read_profile(profile)
     br = predict_iteration(wide_name(hidden), cl, "none" if spec == "native" else spec, p,
                            batch_per_worker=max(global_batch // p, 1), overlap=False,
-                           bucket_mb=PER_TENSOR_BUCKET_MB)
+                           bucket_mb=worker_bucket_mb(spec))
     loss_ar = float(algorithms.allreduce(cl.collective, p, 4.0, algorithms.net_params(cl)))
     return br.total_s + loss_ar
 

@@ -98,3 +98,52 @@ def test_first_mismatch_finds_nothing_on_a_correct_program():
     ops.top_k(ops.abs(x), 4)
     assert y.shape == ()
     assert first_mismatch(prog, [np.linspace(-2, 2, 9).astype(np.float32)]) is None
+
+
+def _cell(build, *inputs):
+    """``build``'s traced program lowered (CPU) and its generated source."""
+    from backends.mindspore.emit import program_cell
+    prog = Program("probe")
+    outs = build(TracingOps(prog), *[prog.input(x.shape, x.dtype) for x in inputs])
+    c = program_cell(prog, list(outs), "probe")
+    return c, open(c.source_path).read()
+
+
+@pytest.mark.parametrize("dt", [np.float32, "bfloat16"])
+def test_top_k_writes_its_values_only_when_read(dt):
+    """A program reading only top_k's indices gathers nothing (a dead gather is a kernel per call);
+    one reading the values still gathers them."""
+    import ml_dtypes
+    from backends.mindspore.lower import to_ms, to_np
+    x = np.array([0.5, -3.0, 2.0, -0.25, 3.0, 0.0, -2.0, 1.0, 7.0], ml_dtypes.bfloat16 if dt == "bfloat16" else dt)
+    idx_only, src = _cell(lambda ops, v: [ops.top_k(v, 3)[1]], x)
+    assert "ops.gather" not in src, src
+    assert to_np(idx_only(to_ms(x))[0]).tolist() == [8, 4, 2]
+    both, src = _cell(lambda ops, v: list(ops.top_k(v, 3)), x)
+    assert "ops.gather" in src
+    vals, idx = both(to_ms(x))
+    assert to_np(idx).tolist() == [8, 4, 2] and np.asarray(to_np(vals), np.float32).tolist() == [7.0, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, "bfloat16", np.float64])
+def test_top_k_abs_is_one_top_k_and_a_k_sort_and_matches_jax(dt):
+    """The fused top_k_abs lowers whole (no n-entry mask, cumsum or compaction scatter) and picks
+    JAX's indices bit for bit: ties to the lowest index, NaN above inf, -0 with +0, k = 1 .. n."""
+    import ml_dtypes
+    from backends.mindspore.lower import to_ms, to_np
+    from tests.backends.ops_backends import maybe_x64
+    dtype = np.dtype(ml_dtypes.bfloat16 if dt == "bfloat16" else dt)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(40).astype(dtype)
+    x[[3, 9, 17, 30]] = 2.5                       # ties among the largest
+    x[[5, 21]] = -2.5
+    x[[1, 2]] = [np.nan, -np.inf]
+    x[[11, 12, 13]] = [0.0, -0.0, np.inf]
+    x[35:] = 0.0                                  # ties at zero: k = n picks every index
+    with maybe_x64(dtype):
+        for k in (1, 3, 7, 12, 40):
+            c, src = _cell(lambda ops, v: [ops.top_k_abs(v, k)], x)
+            assert "cumsum" not in src and "tensor_scatter" not in src, src
+            want = np.asarray(J.top_k_abs(J.asarray(x), k))
+            got = to_np(c(to_ms(x))[0])
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (dtype, k, got, want)
