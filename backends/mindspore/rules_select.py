@@ -44,7 +44,8 @@ def top_k_abs(em, eqn):
 
 def _descending(em, src: str, dt: str, n: int, k: int) -> str:
     """int32 indices of the k largest of the 1-D ``src`` (dtype ``dt``, n entries), largest
-    first, ties to the lowest index (an expression; float64 on CPU goes to the host kernel)."""
+    first, ties to the lowest index (an expression). float64 on CPU is not handled here: the
+    callers use the host kernel ``topk64_prim``, which returns the indices itself."""
     from backends.mindspore.rules_casts import float_bits
     if dt in ("float16", "bfloat16", "float32"):
         f = src if dt == "float32" else em.tmp(f"ops.cast({src}, ms.float32)")
