@@ -34,9 +34,12 @@ printed side by side with the best backend: a plain JAX implementation
 (jax.jit) of the fp16 cast, 8-bit bucketed quantisation (scale max|x|/127 per
 512 values) and top-k 1 % (``jax.lax.top_k`` of |x|, scatter back), and the
 same three on PyTorch CPU when ``import torch`` works (else skipped with a message).
-The issue's targets (2-core machine): sign, n-bit and fp16 compressors >= 30 %
-of t_min on their best backend; top-k 1 % >= 4 GB/s; PowerSGD rank 4 on
-5000 x 5000 >= 2 GB/s.
+The issue's targets (2-core machine, best backend, 25M fp32): the
+elementwise compressors (fp16, bf16, the sign family, int-n, natural,
+terngrad) >= 40 % of t_min; qsgd within 1.5x of ``quantize`` at the same
+bits (and faster than the PyTorch peer); top-k 1 % >= 30 % of t_min;
+PowerSGD rank 4 on 5000 x 5000 >= 3 GB/s of gradient; and on every
+compressor JAX within 1.5x of NumPy (the ``jax/np`` column).
 
 Scheduled compressors (warm-up, DGC) are measured in their steady state
 (step 1000). Specs come from ``tests/specs.py`` plus the target specs below.
@@ -64,13 +67,20 @@ import compressors as C  # noqa: E402
 # (spec, target kind) for the targets
 TARGET_SPECS = [
     ("fp16()", "elementwise"),
+    ("bf16()", "elementwise"),
     ("quantize(bits=8, bucket=512)", "elementwise"),
     ("quantize(bits=4, bucket=512)", "elementwise"),
     ("signsgd()", "elementwise"),
     ("scaledsign()", "elementwise"),
+    ("onebit()", "elementwise"),
+    ("natural()", "elementwise"),
+    ("terngrad()", "elementwise"),
+    ("qsgd(levels=127, bucket=512)", "qsgd"),
     ("topk(ratio=0.01)", "topk"),
     ("powersgd(rank=4)", "powersgd"),
 ]
+QSGD_PAIR = {"qsgd(levels=127, bucket=512)": "quantize(bits=8, bucket=512)"}  # the same 8-bit codes
+JAX_OVER_NUMPY_MAX = 1.5
 STEADY_STEP = 1000
 WARMUP_CALLS = 5
 WARMUP_S = 15.0
@@ -173,17 +183,20 @@ def target_of(spec: str) -> str | None:
     return None
 
 
-def verdict(kind: str | None, gbps: float, frac: float) -> str:
+def verdict(kind: str | None, gbps: float, frac: float, vs_quantize: float | None = None) -> str:
     if kind == "elementwise":
-        return f"target >=30%: {'met' if frac >= 0.30 else 'MISSED'}"
+        return f"target >=40%: {'met' if frac >= 0.40 else 'MISSED'}"
     if kind == "topk":
-        return f"target >=4 GB/s: {'met' if gbps >= 4 else 'MISSED'}"
+        return f"target >=30%: {'met' if frac >= 0.30 else 'MISSED'}"
     if kind == "powersgd":
-        return f"target >=2 GB/s: {'met' if gbps >= 2 else 'MISSED'}"
+        return f"target >=3 GB/s: {'met' if gbps >= 3 else 'MISSED'}"
+    if kind == "qsgd" and vs_quantize is not None:
+        return f"{vs_quantize:.2f}x quantize(bits=8), target <=1.5x: {'met' if vs_quantize <= 1.5 else 'MISSED'}"
     return ""
 
 
-PEER_OPS = {"fp16()": "fp16 cast", "quantize(bits=8, bucket=512)": "int8, 512-bucket", "topk(ratio=0.01)": "top-k 1%"}
+PEER_OPS = {"fp16()": "fp16 cast", "quantize(bits=8, bucket=512)": "int8, 512-bucket", "topk(ratio=0.01)": "top-k 1%",
+            "qsgd(levels=127, bucket=512)": "qsgd 127, 512-bucket"}
 
 
 def peer_roundtrips(lib: str, grad: np.ndarray) -> dict:
@@ -191,7 +204,9 @@ def peer_roundtrips(lib: str, grad: np.ndarray) -> dict:
     n = grad.size
     k = max(1, int(0.01 * n))
     pad = -n % 512
-    pay = {"fp16()": 2.0 * n, "quantize(bits=8, bucket=512)": n + 4.0 * ((n + pad) // 512), "topk(ratio=0.01)": 8.0 * k}
+    nb = (n + pad) // 512
+    pay = {"fp16()": 2.0 * n, "quantize(bits=8, bucket=512)": n + 4.0 * nb, "topk(ratio=0.01)": 8.0 * k,
+           "qsgd(levels=127, bucket=512)": n + 4.0 * nb}
     if lib == "jax":
         import jax
         import jax.numpy as jnp
@@ -207,9 +222,19 @@ def peer_roundtrips(lib: str, grad: np.ndarray) -> dict:
             _, idx = jax.lax.top_k(jnp.abs(f), k)
             return jnp.zeros_like(f).at[idx].set(f[idx]).reshape(g.shape)
 
+        def qsgd(g, key):
+            b = jnp.pad(g.reshape(-1), (0, pad)).reshape(-1, 512)
+            norm = jnp.sqrt(jnp.sum(b * b, axis=1, keepdims=True))
+            y = jnp.abs(b) * (127.0 / jnp.where(norm > 0, norm, 1.0))
+            xi = jnp.floor(y) + (jax.random.uniform(key, b.shape) < y - jnp.floor(y))
+            code = (xi.astype(jnp.int8) * jnp.sign(b).astype(jnp.int8))  # the 8-bit wire codes
+            return (code.astype(jnp.float32) * (norm / 127.0)).reshape(-1)[:n].reshape(g.shape)
+
         x = jnp.asarray(grad)
+        key = jax.random.PRNGKey(0)
         fns = {"fp16()": lambda g: g.astype(jnp.float16).astype(jnp.float32),
-               "quantize(bits=8, bucket=512)": q8, "topk(ratio=0.01)": topk}
+               "quantize(bits=8, bucket=512)": q8, "topk(ratio=0.01)": topk,
+               "qsgd(levels=127, bucket=512)": lambda g: qsgd(g, key)}
         return {s: ((lambda f=jax.jit(f): jax.block_until_ready(f(x))), pay[s]) for s, f in fns.items()}
     import torch
 
@@ -228,8 +253,16 @@ def peer_roundtrips(lib: str, grad: np.ndarray) -> dict:
         out[idx] = f[idx]
         return out.reshape(x.shape)
 
+    def tqsgd():
+        b = torch.nn.functional.pad(x.reshape(-1), (0, pad)).view(-1, 512)
+        norm = b.norm(dim=1, keepdim=True)
+        y = b.abs() * (127.0 / torch.where(norm > 0, norm, torch.ones_like(norm)))
+        xi = y.floor() + (torch.rand_like(y) < y - y.floor())
+        code = xi.to(torch.int8) * b.sign().to(torch.int8)  # the 8-bit wire codes
+        return (code.float() * (norm / 127.0)).reshape(-1)[:n].reshape(x.shape)
+
     return {"fp16()": (lambda: x.half().float(), pay["fp16()"]), "quantize(bits=8, bucket=512)": (tq8, pay["quantize(bits=8, bucket=512)"]),
-            "topk(ratio=0.01)": (ttopk, pay["topk(ratio=0.01)"])}
+            "topk(ratio=0.01)": (ttopk, pay["topk(ratio=0.01)"]), "qsgd(levels=127, bucket=512)": (tqsgd, pay["qsgd(levels=127, bucket=512)"])}
 
 
 def main(argv=None) -> None:
@@ -270,6 +303,7 @@ def main(argv=None) -> None:
     print(header)
     print("-" * len(header))
     best: dict[str, tuple[float, float, str, float]] = {}
+    times: dict[tuple[str, str], float] = {}
     for spec in specs:
         comp = C.parse(spec).step(STEADY_STEP)
         ratio = comp.ratio((side, side), np.float32)
@@ -285,6 +319,7 @@ def main(argv=None) -> None:
                 continue
             gbps = 4 * n / t / 1e9
             frac = t_min / t
+            times[(spec, backend)] = t
             if spec not in best or gbps > best[spec][0]:
                 best[spec] = (gbps, frac, backend, t)
             print(f"{spec:<58} {backend:<7} {t * 1e3:9.1f} {gbps:7.2f} {P / 1e6:8.2f} {t_min * 1e3:7.2f} "
@@ -293,8 +328,18 @@ def main(argv=None) -> None:
     print("targets (best backend; % of t_min):")
     for spec, kind in TARGET_SPECS:
         if spec in best:
-            gbps, frac, backend, _ = best[spec]
-            print(f"  {spec:<40} {backend:<6} {gbps:6.2f} GB/s {100 * frac:4.0f}%  {verdict(kind, gbps, frac)}")
+            gbps, frac, backend, t = best[spec]
+            pair = QSGD_PAIR.get(spec)
+            vs = t / best[pair][3] if pair in best else None
+            print(f"  {spec:<40} {backend:<6} {gbps:6.2f} GB/s {100 * frac:4.0f}%  {verdict(kind, gbps, frac, vs)}")
+    ratios = {s_: times[(s_, "jax")] / times[(s_, "numpy")] for s_ in specs
+              if (s_, "jax") in times and (s_, "numpy") in times}
+    if ratios:
+        within = [s_ for s_, r in ratios.items() if r <= JAX_OVER_NUMPY_MAX]
+        print(f"\nJAX over NumPy (target <= {JAX_OVER_NUMPY_MAX}x): {len(within)} of {len(ratios)} within; "
+              f"median {float(np.median(list(ratios.values()))):.2f}x")
+        for s_, r in sorted(ratios.items(), key=lambda kv: -kv[1]):
+            print(f"  {s_:<58} {r:6.2f}x  {'met' if r <= JAX_OVER_NUMPY_MAX else 'MISSED'}")
     if not args.no_peers:
         peers(grad, bw, best, repeat)
 

@@ -77,6 +77,7 @@ OP_CLASS: dict[str, str] = {
                                     "transpose", "zeros", "full", "arange")},
     "reshape": FREE, "bitcast": FREE, "getitem": FREE, "asarray": FREE,
     "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
+    "bucket_norm": "reduction",
     "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",

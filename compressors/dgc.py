@@ -85,7 +85,7 @@ def _dgc_leaf(ratio: float, momentum: float, clip: float, sample: float):
             return (ops.reshape(x, (-1,)), ops.zeros((0,), np.int32)), state
         g = upcast(ops, ops.reshape(x, (-1,)))
         if clip > 0:
-            norm = Q.row_norm(ops, ops.reshape(g, (1, d)))[0]
+            norm = ops.bucket_norm(g, 0)[0]
             g = g * ops.where(norm > clip, clip / norm, 1.0)
         u = u * momentum + g
         v = v + u

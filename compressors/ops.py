@@ -231,7 +231,7 @@ class Fused:
         return -self.max(-rows, axis=1), self.max(rows, axis=1)
 
     def quantize_pack(self, x: Array, offset: Array, inv_scale: Array, bucket: int, top: float, bits: int,
-                      key: Key) -> Array:
+                      key: Key, signed: bool = False) -> Array:
         """Stochastic rounding of a per-bucket affine map, bit-packed. For
         entry i of the 1-D float32/float64 array x, in bucket b::
 
@@ -243,15 +243,23 @@ class Fused:
         threefry word: with ``r = random_bits(key, (ceil(d / 2),))``,
         ``u_2m = (r_m & 0xFFFF + 0.5) / 2**16`` and ``u_2m+1 = (r_m >> 16 +
         0.5) / 2**16`` (float32, exact). So ``E[code_i] = y_i`` up to 2**-17
-        (one half of the uniform's resolution), for half the random bits."""
+        (one half of the uniform's resolution), for half the random bits.
+
+        ``signed``: sign and magnitude (QSGD, TernGrad). The magnitude
+        ``|x_i - offset_b| * inv_scale_b`` is rounded the same way (clamped
+        to ``[0, top]``, ``top <= 2**(bits - 1) - 1``) and the top bit of
+        the code is set where ``x_i - offset_b < 0`` (not for NaN or -0.0)."""
         d = x.size
         nb, b = bucket_grid(d, bucket)
         rows = self.reshape(self.pad(x, nb * b - d), (nb, b))
-        y = (rows - self.reshape(offset, (nb, 1))) * self.reshape(inv_scale, (nb, 1))
+        v = rows - self.reshape(offset, (nb, 1))
+        y = (self.abs(v) if signed else v) * self.reshape(inv_scale, (nb, 1))
         y = self.minimum(self.maximum(y, 0.0), top)
         f = self.floor(y)
         u = self.astype(self.reshape(self._uniform16(key, nb * b), (nb, b)), x.dtype)
         q = self.where(u < y - f, f + 1.0, f)
+        if signed:
+            q = q + self.where(v < 0.0, float(2 ** (bits - 1)), self.zeros(v.shape, v.dtype))
         codes = self.astype(self.reshape(q, (nb * b,))[:d], np.uint32)
         return self.pack_bits(codes, bits)
 
@@ -264,16 +272,34 @@ class Fused:
         return (self.astype(codes, np.float32) + 0.5) * (1.0 / 65536.0)
 
     def dequantize(self, words: Array, bits: int, count: int, offset: Array, scale: Array,
-                   bucket: int) -> Array:
+                   bucket: int, signed: bool = False) -> Array:
         """The inverse map of :meth:`quantize_pack`: ``offset_b + code_i *
         scale_b`` (two roundings, in that order) for the first ``count``
         codes of ``unpack_bits(words, bits, count)``, 1-D in offset's dtype
-        (float32/float64; scale has the same dtype)."""
+        (float32/float64; scale has the same dtype). ``signed``: a code with
+        its top bit h = 2**(bits - 1) set stands for ``-(code_i - h)``."""
         nb, b = bucket_grid(count, bucket)
         codes = self.astype(self.unpack_bits(words, bits, count), offset.dtype)
+        if signed:
+            h = float(2 ** (bits - 1))
+            codes = self.where(codes >= h, h - codes, codes)
         rows = self.reshape(self.pad(codes, nb * b - count), (nb, b))
         out = self.reshape(offset, (nb, 1)) + rows * self.reshape(scale, (nb, 1))
         return self.reshape(out, (nb * b,))[:count]
+
+    def bucket_norm(self, x: Array, bucket: int) -> Array:
+        """The L2 norm of each bucket of a 1-D float array without overflow,
+        in x's dtype: ``m * sqrt(sum((v / m)^2))`` with ``m = max(max|v|,
+        2**-126)``; ``v / m`` is ``ldexp(v, -e) * (1 / f)`` for ``m = f * 2**e``
+        (``frexp``: exact scaling, a reciprocal that is never subnormal), the
+        sum in :meth:`Ops.sum`'s halving order over the bucket zero-padded
+        to B entries. A bucket holding NaN or +-inf gives NaN."""
+        nb, b = bucket_grid(x.size, bucket)
+        rows = self.reshape(self.pad(x, nb * b - x.size), (nb, b))
+        m = self.maximum(self.max(self.abs(rows), axis=1), 2.0**-126)
+        f, e = self.frexp(m)
+        scaled = self.ldexp(rows, self.reshape(-e, (nb, 1))) * self.reshape(1.0 / f, (nb, 1))
+        return m * self.sqrt(self.sum(scaled * scaled, axis=1))
 
     def top_k_abs(self, x: Array, k: int) -> Array:
         """int32 indices of the k largest ``|x_i|`` of a 1-D float array

@@ -7,7 +7,7 @@ Per bucket v of B consecutive entries (B = 0: one bucket for the tensor):
 
 E[ξ_i] = s|v_i| / ||v||, so E[Q_s(v)] = v (unbiased); variance
 <= min(B/s^2, sqrt(B)/s) ||v||^2 (Lemma 3.1). Gather (per-worker norms).
-The norm is computed as m·sqrt(sum((v/m)^2)), m = max|v|, so squaring
+The norm is ``ops.bucket_norm``, m·sqrt(sum((v/m)^2)), m = max|v|, so squaring
 never overflows: the norm is finite whenever it is representable (for
 float32 input, max|v|·sqrt(B) <= 3.4e38; beyond, it is inf and the bucket
 decodes to NaN, never silently finite), and floored at 2^-126 so s/||v|| stays
@@ -19,6 +19,10 @@ Wire format (d entries, nb = ceil(d / B), w = ceil(log2(s + 1)) + 1 bits):
                                              ops.pack_bits(., w); sign_i = 1 iff v_i < 0
     norm   float32[nb]
 The encoder uses the float32 norm it sends (float64 input: ξ clamped to s).
+Encoding is one pass of the fused signed quantizer
+(``ops.quantize_pack(..., signed=True)``: offset 0, magnitude
+|v_i| · (1 / step), step = ||v|| · (1 / s), 1 / step floored at 2^-126 as ``quantize`` does),
+decoding one pass of ``ops.dequantize(..., signed=True)`` with step ||v|| / s.
 
 Non-finite input: a NaN or ±inf entry makes its bucket's norm NaN, and the
 whole bucket decodes to NaN. A float64 bucket whose norm exceeds the float32
@@ -29,7 +33,7 @@ from __future__ import annotations
 import math
 
 from compressors import quant as Q
-from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round
+from compressors.core import Compressor, Law, check, compute_dtype, fixed, single_round, upcast
 from compressors.registry import canonical, register
 
 
@@ -39,21 +43,20 @@ def _qsgd_leaf(levels: int, bucket: int):
     s = float(levels)
 
     def compress(ops, x, state, keys):
-        rows = Q.to_buckets(ops, x, bucket, edge=False)
-        norm_w, norm = Q.wire_scale(ops, Q.floored(ops, Q.row_norm(ops, rows)), x.dtype)
-        y = Q.divide(ops, ops.abs(rows), norm) * s
-        xi = Q.stochastic_round(ops, ops.minimum(y, s), keys.worker)
-        code = ops.where(rows < 0, xi + float(2**level_bits), xi)
-        return (Q.pack(ops, code, width, x.size), norm_w), state
+        flat = upcast(ops, ops.reshape(x, (-1,)))
+        norm_w, norm = Q.wire_scale(ops, Q.floored(ops, ops.bucket_norm(flat, bucket)), x.dtype)
+        # 1 / step as quantize computes it (XLA keeps these bits); NaN for a non-finite
+        # norm (inf - inf), so every code is 0 and the bucket decodes to 0 * inf = NaN
+        inv = Q.floored(ops, 1.0 / (norm * (1.0 / s))) + (norm - norm)
+        zero = ops.zeros(norm.shape, norm.dtype)
+        return (ops.quantize_pack(flat, zero, inv, bucket, s, width, keys.worker, signed=True), norm_w), state
 
     def decompress(ops, payload, x):
         packed, norm_w = payload
-        dt = compute_dtype(x.dtype)
-        code = Q.unpack(ops, packed, width, x.size, bucket, dt)
-        negative = code >= float(2**level_bits)
-        xi = ops.where(negative, code - float(2**level_bits), code)
-        signed = ops.where(negative, -xi, xi)
-        return Q.from_buckets(ops, signed * Q.column(ops, ops.astype(norm_w, dt) * (1.0 / s)), x)
+        norm = ops.astype(norm_w, compute_dtype(x.dtype))
+        out = ops.dequantize(packed, width, x.size, ops.zeros(norm.shape, norm.dtype), norm * (1.0 / s), bucket,
+                             signed=True)
+        return ops.astype(ops.reshape(out, x.shape), x.dtype)
 
     return single_round(
         law=Law.GATHER,

@@ -74,16 +74,6 @@ def divide(ops, rows, scale):
     return ops.ldexp(rows, column(ops, -e)) * column(ops, 1.0 / m)
 
 
-def row_norm(ops, rows):
-    """Per-row L2 norm without overflow: m * sqrt(sum((v / m)^2)), m = max|v|.
-
-    A row with a NaN or inf gets NaN; an all-zero row gets 0.
-    """
-    m = floored(ops, ops.max(ops.abs(rows), axis=1))
-    scaled = divide(ops, rows, m)
-    return m * ops.sqrt(ops.sum(scaled * scaled, axis=1))
-
-
 def stochastic_round(ops, y, key):
     """floor(y) + Bernoulli(y - floor(y)), elementwise; unbiased. The Bernoulli
     draw is added as 0/1 (the same values as a select, about half the cost of

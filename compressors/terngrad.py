@@ -12,36 +12,42 @@ E[C(x)_i] = s · sign(x_i) · |x_i| / s = x_i (unbiased). s is floored at
 compressor.) Gather: every worker has its own s.
 
 Wire format (d entries, nb = ceil(d / B)):
-    codes  uint32[ceil(d / 16)]   2-bit t_i packed by ops.pack_bits(., 2):
-                                  t = 0 → 0, t = 1 → +s, t = 2 → -s (3 unused)
+    codes  uint32[ceil(d / 16)]   2-bit sign-magnitude codes b_i | [x_i < 0] << 1,
+                                  packed by ops.pack_bits(., 2): 0 and 2 -> 0,
+                                  1 -> +s, 3 -> -s
     s      float32[nb]
-The encoder draws b_i against the float32 s it sends.
+The encoder draws b_i against the float32 s it sends, as one pass of the
+fused signed quantizer (``ops.quantize_pack(..., signed=True)``: offset 0,
+magnitude |x_i| · (1/s) rounded stochastically onto {0, 1}) and decodes with
+``ops.dequantize(..., signed=True)``. 1/s is floored at 2^-126 (as
+``quantize`` does), so a bucket with s > 2^126 (|x| > 8.5e37) rounds with a
+slightly larger probability, clamped at 1.
 
-Non-finite input: NaN or ±inf in a bucket makes s NaN or inf; every entry
-of the bucket then decodes to NaN (0·inf, NaN·t), never a finite value.
+Non-finite input: NaN or ±inf in a bucket makes s NaN or inf, and 1/s NaN
+(``+ (s - s)``): every code is 0 and every entry of the bucket decodes to
+NaN (0·inf, 0·NaN), never a finite value.
 """
 from __future__ import annotations
 
 from compressors import quant as Q
-from compressors.core import Compressor, Law, compute_dtype, fixed, single_round
+from compressors.core import Compressor, Law, compute_dtype, fixed, single_round, upcast
 from compressors.registry import canonical, register
 
 
 def _terngrad_leaf(bucket: int):
     def compress(ops, x, state, keys):
-        rows = Q.to_buckets(ops, x, bucket)
-        s_w, s = Q.wire_scale(ops, Q.floored(ops, ops.max(ops.abs(rows), axis=1)), x.dtype)
-        p = Q.divide(ops, ops.abs(rows), s)
-        b = ops.astype(ops.uniform(keys.worker, rows.shape), rows.dtype) < p
-        t = ops.where(b & (rows < 0), 2.0, ops.where(b, 1.0, ops.zeros(rows.shape, rows.dtype)))
-        return (Q.pack(ops, t, 2, x.size), s_w), state
+        flat = upcast(ops, ops.reshape(x, (-1,)))
+        mins, maxs = ops.bucket_min_max(flat, bucket)
+        s_w, s = Q.wire_scale(ops, Q.floored(ops, ops.maximum(-mins, maxs)), x.dtype)
+        zero = ops.zeros(s.shape, s.dtype)
+        inv = Q.floored(ops, 1.0 / s) + (s - s)  # NaN for a non-finite s: every code 0, decoded 0 * s
+        return (ops.quantize_pack(flat, zero, inv, bucket, 1.0, 2, keys.worker, signed=True), s_w), state
 
     def decompress(ops, payload, x):
         packed, s_w = payload
-        dt = compute_dtype(x.dtype)
-        t = Q.unpack(ops, packed, 2, x.size, bucket, dt)
-        sign = ops.where(t == 2.0, -1.0, t)
-        return Q.from_buckets(ops, sign * Q.column(ops, ops.astype(s_w, dt)), x)
+        s = ops.astype(s_w, compute_dtype(x.dtype))
+        out = ops.dequantize(packed, 2, x.size, ops.zeros(s.shape, s.dtype), s, bucket, signed=True)
+        return ops.astype(ops.reshape(out, x.shape), x.dtype)
 
     return single_round(
         law=Law.GATHER,

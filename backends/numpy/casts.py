@@ -2,17 +2,20 @@
 float32 <-> float16 / bfloat16 on raw bits (NumPy's half casts run a slow
 scalar loop; rounding is to nearest even, NaN stays NaN, payload not kept)
 and the saturating float -> integer cast (trunc, clamp, NaN -> 0) of
-``Ops.astype``, each one Numba pass.
+``Ops.astype``, each one Numba pass, on all cores from ``PARALLEL_MIN``
+entries (chunks of ``CHUNK`` entries; outputs from the buffer pool).
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
+from backends.numpy import buffers
 from backends.numpy.arrays import BF16
+from backends.numpy.blocks import PARALLEL_MIN
 from backends.numpy.intrinsics import bits_f32, f32_bits
 
-
+CHUNK = 1 << 16  # entries per task of the threaded casts
 
 @numba.njit(cache=True, nogil=True)
 def f32_to_f16(x, out):
@@ -83,20 +86,64 @@ def saturating_cast_into(x, out, lo, hi_excl, out_min, out_max):
     return out
 
 
+# the same kernels over CHUNK-entry slices on all cores (an elementwise kernel's
+# bits do not depend on how its range is cut)
+@numba.njit(cache=True, parallel=True)
+def _f32_to_f16_all(x, out):
+    for c in numba.prange((x.size + CHUNK - 1) // CHUNK):
+        f32_to_f16(x[c * CHUNK:(c + 1) * CHUNK], out[c * CHUNK:(c + 1) * CHUNK])
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _f16_to_f32_all(h, out):
+    for c in numba.prange((h.size + CHUNK - 1) // CHUNK):
+        f16_to_f32(h[c * CHUNK:(c + 1) * CHUNK], out[c * CHUNK:(c + 1) * CHUNK])
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _f32_to_bf16_all(x, out):
+    for c in numba.prange((x.size + CHUNK - 1) // CHUNK):
+        f32_to_bf16(x[c * CHUNK:(c + 1) * CHUNK], out[c * CHUNK:(c + 1) * CHUNK])
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _bf16_to_f32_all(h, out):
+    for c in numba.prange((h.size + CHUNK - 1) // CHUNK):
+        bf16_to_f32(h[c * CHUNK:(c + 1) * CHUNK], out[c * CHUNK:(c + 1) * CHUNK])
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _saturating_cast_all(x, out, lo, hi_excl, out_min, out_max):
+    for c in numba.prange((x.size + CHUNK - 1) // CHUNK):
+        saturating_cast_into(x[c * CHUNK:(c + 1) * CHUNK], out[c * CHUNK:(c + 1) * CHUNK], lo, hi_excl,
+                             out_min, out_max)
+    return out
+
+
 NARROW = {np.dtype(np.float16): (f32_to_f16, f16_to_f32), BF16: (f32_to_bf16, bf16_to_f32)}
-"""The 16-bit float dtypes: their (from float32, to float32) kernels."""
+"""The 16-bit float dtypes: their (from float32, to float32) one-thread kernels."""
+
+_NARROW_ALL = {np.dtype(np.float16): (_f32_to_f16_all, _f16_to_f32_all), BF16: (_f32_to_bf16_all, _bf16_to_f32_all)}
+
+
+def _kernel(table, dtype, way: int, n: int):
+    return (_NARROW_ALL if n >= PARALLEL_MIN else table)[dtype][way]
 
 
 def narrow(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """float32 -> float16 / bf16 (a dtype of NARROW), rounded to nearest even."""
-    bits = NARROW[dtype][0](np.ascontiguousarray(x).reshape(-1), np.empty(x.size, np.uint16))
+    bits = _kernel(NARROW, dtype, 0, x.size)(np.ascontiguousarray(x).reshape(-1), buffers.empty(x.size, np.uint16))
     return bits.view(dtype).reshape(x.shape)
 
 
 def widen(x: np.ndarray) -> np.ndarray:
     """float16 / bf16 -> float32 (exact) with a Numba kernel."""
     bits = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
-    return NARROW[x.dtype][1](bits, np.empty(x.size, np.float32)).reshape(x.shape)
+    return _kernel(NARROW, x.dtype, 1, x.size)(bits, buffers.empty(x.size, np.float32)).reshape(x.shape)
 
 
 def saturating_cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -107,7 +154,8 @@ def saturating_cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if x.dtype not in (np.float32, np.float64):
         x = widen(x)  # float16 / bf16 widen exactly
     info = np.iinfo(dtype)
-    out = np.empty(x.shape, dtype)
-    saturating_cast_into(x.reshape(-1), out.reshape(-1), x.dtype.type(info.min),
+    out = buffers.empty(x.shape, dtype)
+    run = _saturating_cast_all if x.size >= PARALLEL_MIN else saturating_cast_into
+    run(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), x.dtype.type(info.min),
                          x.dtype.type(float(info.max) + 1.0), dtype.type(info.min), dtype.type(info.max))
     return out

@@ -1,5 +1,5 @@
 """The fused ops (``compressors.ops.Fused``) of the NumPy binding: each runs
-its one-pass Numba kernel (``fused_minmax``, ``fused_quant``, ``fused_topk``,
+its one-pass Numba kernel (``fused_minmax``, ``fused_norm``, ``fused_quant``, ``fused_topk``,
 ``sums``, ``fused_sign``, ``fused_add``, ``fused_lowrank``) where the kernel
 takes the arguments, and the reference composition otherwise.
 :class:`backends.numpy.ops.NumpyOps` inherits them.
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits
-from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_quant, fused_sign, fused_topk, threefry
+from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_norm, fused_quant, fused_sign, fused_topk, \
+    threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
 from backends.numpy.sums import SUM_ROW, kernel_sum
@@ -25,25 +26,31 @@ class NumpyFused(Fused):
             return Fused.bucket_min_max(self, x, bucket)
         return fused_minmax.bucket_min_max(np.ascontiguousarray(x), int(bucket))
 
-    def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key):
+    def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key, signed=False):
         x = vector(x, "quantize_pack")
         check_bits(bits)
         if x.dtype not in KERNEL_FLOATS:
-            return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key)
+            return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key, signed)
         c = lambda v: np.ascontiguousarray(as_array(v), dtype=x.dtype)
         return fused_quant.quantize_pack(np.ascontiguousarray(x), c(offset), c(inv_scale), int(bucket), top,
-                                         int(bits), threefry.check_key(key))
+                                         int(bits), threefry.check_key(key), signed)
 
-    def dequantize(self, words, bits, count, offset, scale, bucket):
+    def dequantize(self, words, bits, count, offset, scale, bucket, signed=False):
         offset = as_array(offset)
         check_bits(bits)
         if offset.dtype not in KERNEL_FLOATS:
-            return Fused.dequantize(self, words, bits, count, offset, scale, bucket)
+            return Fused.dequantize(self, words, bits, count, offset, scale, bucket, signed)
         words = np.ascontiguousarray(as_array(words), dtype=np.uint32)
         if not 0 <= count <= words.size * (32 // bits):
             raise ValueError(f"dequantize: {count} codes do not fit in {words.size} words of {32 // bits}")
         return fused_quant.dequantize(words, int(bits), int(count), np.ascontiguousarray(offset),
-                                      np.ascontiguousarray(as_array(scale), dtype=offset.dtype), int(bucket))
+                                      np.ascontiguousarray(as_array(scale), dtype=offset.dtype), int(bucket), signed)
+
+    def bucket_norm(self, x, bucket):
+        x = vector(x, "bucket_norm")
+        if x.dtype not in KERNEL_FLOATS or not fused_norm.applies(x, int(bucket)):
+            return Fused.bucket_norm(self, x, bucket)
+        return fused_norm.bucket_norm(np.ascontiguousarray(x), int(bucket))
 
     def top_k_abs(self, x, k):
         x = vector(x, "top_k_abs")

@@ -43,7 +43,7 @@ def _uniform16(a, b, c, m0, m1, u):
 
 
 @numba.njit(cache=True, nogil=True)
-def _quantize_block(x, off, inv, B, top, bits, a, b, c, w0, w1, out, codes, u):
+def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, codes, u):
     per = 32 // bits
     i0 = w0 * per
     i1 = min(x.size, w1 * per)
@@ -53,24 +53,34 @@ def _quantize_block(x, off, inv, B, top, bits, a, b, c, w0, w1, out, codes, u):
     zero = top - top
     one = _U(1)
     nil = _U(0)
+    high = _U(1) << _U(bits - 1)
     i = i0
     while i < i1:
         e, o, s = _bucket_run(i, i1, B, off, inv)
         xs = x[i:e]
         cs = codes[i - i0:e - i0]
         us = u[i - ub:e - ub]
-        for t in range(e - i):
-            y = (xs[t] - o) * s
-            y = y if y > zero else zero  # NaN -> 0
-            y = top if y > top else y
-            f = np.floor(y)
-            cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil)  # int32: vectorizes
+        if signed:  # sign and magnitude: the top bit marks x - offset < 0
+            for t in range(e - i):
+                v = xs[t] - o
+                y = abs(v) * s
+                y = y if y > zero else zero  # NaN -> 0
+                y = top if y > top else y
+                f = np.floor(y)
+                cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil) + (high if v < zero else nil)
+        else:
+            for t in range(e - i):
+                y = (xs[t] - o) * s
+                y = y if y > zero else zero  # NaN -> 0
+                y = top if y > top else y
+                f = np.floor(y)
+                cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil)  # int32: vectorizes
         i = e
     pack_codes(codes, i1 - i0, bits, out, w0)
 
 
 @numba.njit(cache=True, parallel=True)
-def _quantize_parallel(x, off, inv, B, top, bits, k0, k1, out):
+def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
     per = 32 // bits
     nblk = (out.size + WORDS - 1) // WORDS
@@ -78,18 +88,18 @@ def _quantize_parallel(x, off, inv, B, top, bits, k0, k1, out):
         codes = np.empty(WORDS * per, np.uint32)
         u = np.empty(WORDS * per + 2, np.float32)
         w0 = blk * WORDS
-        _quantize_block(x, off, inv, B, top, bits, a, b, c, w0, min(out.size, w0 + WORDS), out, codes, u)
+        _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, min(out.size, w0 + WORDS), out, codes, u)
 
 
 @numba.njit(cache=True, nogil=True)
-def _quantize_serial(x, off, inv, B, top, bits, k0, k1, out):
+def _quantize_serial(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
     codes = np.empty(out.size * (32 // bits), np.uint32)
     u = np.empty(out.size * (32 // bits) + 2, np.float32)
-    _quantize_block(x, off, inv, B, top, bits, a, b, c, 0, out.size, out, codes, u)
+    _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, 0, out.size, out, codes, u)
 
 
-def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key) -> np.ndarray:
+def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key, signed: bool = False) -> np.ndarray:
     """``Fused.quantize_pack``: x contiguous 1-D float32/float64; offset and
     inv_scale per bucket in x's dtype; key uint32[2]."""
     n = x.size
@@ -97,49 +107,55 @@ def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key) -> np.
     out = buffers.empty(-(-n // per), np.uint32)
     if n:
         run = _quantize_parallel if n >= PARALLEL_MIN else _quantize_serial
-        run(x, offset, inv_scale, bucket or n, x.dtype.type(top), bits, _U(key[0]), _U(key[1]), out)
+        run(x, offset, inv_scale, bucket or n, x.dtype.type(top), bits, bool(signed), _U(key[0]), _U(key[1]), out)
     return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _dequantize_block(words, bits, off, sc, B, w0, w1, out, codes):
+def _dequantize_block(words, bits, off, sc, B, signed, w0, w1, out, codes):
     per = 32 // bits
     i0 = w0 * per
     i1 = min(out.size, w1 * per)
     unpack_codes(words, w0, w1, bits, codes)
+    high = out.dtype.type(1 << (bits - 1))
     i = i0
     while i < i1:
         e, o, s = _bucket_run(i, i1, B, off, sc)
         os = out[i:e]
         cs = codes[i - i0:e - i0]
-        for t in range(e - i):
-            os[t] = o + cs[t] * s
+        if signed:  # a code with the top bit h stands for -(code - h), as h - code
+            for t in range(e - i):
+                v = cs[t]
+                os[t] = o + (high - v if v >= high else v) * s
+        else:
+            for t in range(e - i):
+                os[t] = o + cs[t] * s
         i = e
 
 
 @numba.njit(cache=True, parallel=True)
-def _dequantize_parallel(words, bits, off, sc, B, out):
+def _dequantize_parallel(words, bits, off, sc, B, signed, out):
     per = 32 // bits
     nw = (out.size + per - 1) // per
     nblk = (nw + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
         codes = np.empty(WORDS * per, out.dtype)
         w0 = blk * WORDS
-        _dequantize_block(words, bits, off, sc, B, w0, min(nw, w0 + WORDS), out, codes)
+        _dequantize_block(words, bits, off, sc, B, signed, w0, min(nw, w0 + WORDS), out, codes)
 
 
 @numba.njit(cache=True, nogil=True)
-def _dequantize_serial(words, bits, off, sc, B, out):
+def _dequantize_serial(words, bits, off, sc, B, signed, out):
     per = 32 // bits
     nw = (out.size + per - 1) // per
     codes = np.empty(nw * per, out.dtype)
-    _dequantize_block(words, bits, off, sc, B, 0, nw, out, codes)
+    _dequantize_block(words, bits, off, sc, B, signed, 0, nw, out, codes)
 
 
-def dequantize(words, bits: int, count: int, offset, scale, bucket: int) -> np.ndarray:
+def dequantize(words, bits: int, count: int, offset, scale, bucket: int, signed: bool = False) -> np.ndarray:
     """``Fused.dequantize`` (offset, scale: float32/float64 per bucket)."""
     out = buffers.empty(count, offset.dtype)
     if count:
         run = _dequantize_parallel if count >= PARALLEL_MIN else _dequantize_serial
-        run(words, bits, offset, scale, bucket or count, out)
+        run(words, bits, offset, scale, bucket or count, bool(signed), out)
     return out

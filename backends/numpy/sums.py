@@ -10,117 +10,108 @@ import numpy as np
 from backends.common import next_pow2
 from backends.numpy.arrays import KERNEL_FLOATS
 
-SUM_ROW = 1024  # row length of the one-pass kernel (a power of two)
-SUM_PARTS = 8  # subtrees summed in parallel (a power of two; the bits do not depend on it)
-SUM_PARALLEL_MIN = 1 << 20  # from this many entries the kernel runs SUM_PARTS threads
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _bitrev(u, bits):
-    r = 0
-    for _ in range(bits):
-        r = (r << 1) | (u & 1)
-        u >>= 1
-    return r
+SUM_ROW = 1024  # the one-pass kernel takes vectors of at least 2 * SUM_ROW entries
+SUM_PARALLEL_MIN = 1 << 20  # from this many entries the kernel runs on all cores
+FOLD = 16  # rows folded per pass (four halving levels; a power of two)
+FOLD_COLS = 512  # columns per task of a pass (L1-resident partial sums)
 
 
 @numba.njit(cache=True, nogil=True)
-def _pair_rows(x, r0, r1, B, absolute, out):
-    """out = row r0 + row r1 of x seen as rows of B (zero-padded past x.size),
-    of |x| if ``absolute``."""
-    m = x.size
-    a = r0 * B
-    b = r1 * B
+def _fold_cols(x, m, B, c0, c1, absolute, out, part):
+    """out[c] for c in [c0, c1): the first four halving levels of the
+    zero-padded x seen as FOLD rows of B (row r + row r + 8, then the sums
+    at distance 4, 2, 1), of |x| if ``absolute``; entries at m and past it
+    are +0.0 and are really added (-0.0 + 0 is +0.0, as with the padding)."""
+    half = FOLD // 2
+    w = c1 - c0
     z = x.dtype.type(0)
-    if b + B <= m:
-        xa = x[a:a + B]
-        xb = x[b:b + B]
+    for r in range(half):  # level 1: row r (full: m > p / 2) + row r + half (maybe partial)
+        a = x[r * B + c0:r * B + c1]
+        lo = (r + half) * B + c0
+        full = min(max(m - lo, 0), w)
+        b = x[lo:lo + full]
+        dst = part[r]
         if absolute:
-            for c in range(B):
-                out[c] = abs(xa[c]) + abs(xb[c])
+            for c in range(full):
+                dst[c] = abs(a[c]) + abs(b[c])
+            for c in range(full, w):
+                dst[c] = abs(a[c]) + z
         else:
-            for c in range(B):
-                out[c] = xa[c] + xb[c]
-    else:
-        for c in range(B):
-            va = x[a + c] if a + c < m else z
-            vb = x[b + c] if b + c < m else z
-            out[c] = (abs(va) + abs(vb)) if absolute else (va + vb)
-
-
-@numba.njit(cache=True, nogil=True)
-def _counter_sum(x, B, L, u0, count, absolute, out):
-    """out = the halving-order sum of the row pairs u0 .. u0 + count - 1 (count
-    a power of two, u0 a multiple of it): a complete subtree of the order.
-
-    Row pair u is rows (r, r + R/2) with r = bitrev(u, L - 1). In bit-reversed
-    order the halving order's pairs are neighbours, so a binary-counter stack
-    of rows produces the same additions, in the same association."""
-    half = 1 << (L - 1)
-    stack = np.empty((L + 1, B), x.dtype)
-    used = np.zeros(L + 1, np.bool_)
-    cur = np.empty(B, x.dtype)
-    top = 0
-    for u in range(u0, u0 + count):
-        r0 = _bitrev(u, L - 1)
-        _pair_rows(x, r0, r0 + half, B, absolute, cur)
-        level = 1
-        while used[level]:
-            prev = stack[level]
-            for c in range(B):
-                cur[c] = prev[c] + cur[c]
-            used[level] = False
-            level += 1
-        stack[level, :] = cur
-        used[level] = True
-        top = level
-    out[:] = stack[top]
+            for c in range(full):
+                dst[c] = a[c] + b[c]
+            for c in range(full, w):
+                dst[c] = a[c] + z
+    h = half
+    while h > 1:  # levels 2.. 4: rows at distance 4, 2, 1
+        h //= 2
+        for r in range(h):
+            d = part[r]
+            e = part[r + h]
+            for c in range(w):
+                d[c] = d[c] + e[c]
+    o = out[c0:c1]
+    p0 = part[0]
+    for c in range(w):
+        o[c] = p0[c]
 
 
 @numba.njit(cache=True, parallel=True)
-def halving_sum(x, B, parts, absolute):
-    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``) with
-    2B <= x.size, B a power of two, in ``parts`` threads (a power of two).
+def _fold(x, m, p, absolute, out):
+    """out (p / FOLD entries) = four halving levels of x (m <= p entries, m > p / 2), in column tasks."""
+    B = p // FOLD
+    tasks = (B + FOLD_COLS - 1) // FOLD_COLS
+    for t in numba.prange(tasks):
+        part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
+        c0 = t * FOLD_COLS
+        _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), absolute, out, part)
 
-    Zero-pad to p = 2**P and view as R = p / B rows of B. The halving order
-    adds row t to row t + R/2, then those sums at distance R/4, ... until one
-    row is left, then halves that row. The row pairs split into ``parts``
-    complete subtrees (:func:`_counter_sum`), summed in parallel and then
-    combined pairwise in the same order, so the bits do not depend on
-    ``parts``. x is read once."""
-    m = x.size
-    p = 1
-    while p < m:
-        p <<= 1
-    R = p // B
-    L = 0
-    while (1 << L) < R:
-        L += 1
-    half = R // 2
-    parts = min(parts, half)
-    count = half // parts
-    rows = np.empty((parts, B), x.dtype)
-    for j in numba.prange(parts):
-        _counter_sum(x, B, L, j * count, count, absolute, rows[j])
-    while parts > 1:
-        parts //= 2
-        for j in range(parts):
-            for c in range(B):
-                rows[j, c] = rows[2 * j, c] + rows[2 * j + 1, c]
-    row = rows[0]
-    h = B
+
+@numba.njit(cache=True, nogil=True)
+def _fold_serial(x, m, p, absolute, out):
+    B = p // FOLD
+    part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
+    for c0 in range(0, B, FOLD_COLS):
+        _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), absolute, out, part)
+
+
+@numba.njit(cache=True, nogil=True)
+def _halve_in_place(y):
+    """The halving order of y (a power-of-two length, all entries present)."""
+    h = y.size
     while h > 1:
         h //= 2
         for c in range(h):
-            row[c] = row[c] + row[c + h]
-    return row[0]
+            y[c] = y[c] + y[c + h]
+    return y[0]
+
+
+def halving_sum(x, parallel: bool, absolute: bool):
+    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``), 2 <= x.size.
+
+    The halving order on the zero-padded p = 2**P entries adds entry i to
+    entry i + p/2, then those sums at distance p/4, ... Seen as FOLD rows of
+    p / FOLD, its first four levels add whole rows elementwise, column by
+    column: one pass reads x once as FOLD contiguous streams and writes a
+    FOLD-times shorter vector that continues the same order. Passes repeat
+    until the vector fits one task, which is halved in place. Each column's
+    additions are fixed, so the bits do not depend on threads or tasks."""
+    m = x.size
+    p = next_pow2(m)
+    y, absolute_now = x, absolute
+    fold = _fold if parallel else _fold_serial
+    while p >= FOLD * FOLD_COLS:
+        out = np.empty(p // FOLD, x.dtype)
+        fold(y, m, p, absolute_now, out)
+        y, m, p, absolute_now = out, p // FOLD, p // FOLD, False
+    tail = np.zeros(p, x.dtype)
+    tail[:m] = np.abs(y[:m]) if absolute_now else y[:m]  # the padding's +0.0 is really added below
+    return _halve_in_place(tail)
 
 
 def kernel_sum(x: np.ndarray, absolute: bool) -> np.ndarray:
     """The one-pass halving-sum kernel (of |x| if ``absolute``) of a 1-D
     float32/float64 array of at least 2 * SUM_ROW entries, threaded for long ones."""
-    parts = SUM_PARTS if x.size >= SUM_PARALLEL_MIN else 1
-    return np.asarray(halving_sum(np.ascontiguousarray(x), SUM_ROW, parts, absolute), dtype=x.dtype)
+    return np.asarray(halving_sum(np.ascontiguousarray(x), x.size >= SUM_PARALLEL_MIN, absolute), dtype=x.dtype)
 
 
 def sum_halving(x: np.ndarray, axis) -> np.ndarray:

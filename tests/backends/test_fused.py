@@ -59,7 +59,7 @@ def on_jax(fn, *args, dtype):
 
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
-                                "pack_signs", "unpack_signs", "add", "matmul_nt", "sub_matmul_nt"}
+                                "bucket_norm", "pack_signs", "unpack_signs", "add", "matmul_nt", "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -201,7 +201,7 @@ def test_sum_abs(n, dtype):
 
 def test_halving_sum_bits_do_not_depend_on_threads():
     x = finite_data((1 << 20) + 5, np.float32)
-    sums = {float(halving_sum(x, 1024, parts, False)) for parts in (1, 2, 8, 64)}
+    sums = {float(halving_sum(x, parallel, False)) for parallel in (False, True)}
     assert len(sums) == 1
     assert_same_bits(NP.sum(x), JAX.sum(JAX.asarray(x)))
 

@@ -31,7 +31,9 @@ def test_wire_is_two_bit_codes_and_one_scale_per_bucket():
     codes, s = comp.for_leaf(x.shape, x.dtype).encode(OPS, OPS.asarray(x), (), C.make_keys(OPS, 0, 0), (), 0)[0]
     assert codes.shape == (3,) and codes.dtype == np.uint32 and s.shape == (4,) and s.dtype == np.float32
     t = np.asarray(OPS.unpack_bits(codes, 2, 33))
-    assert set(t.tolist()) <= {0, 1, 2} and np.all(t[x > 0] != 2) and np.all(t[x < 0] != 1)
+    # sign and magnitude: b | [x < 0] << 1, so 1 = +s and 3 = -s (2 = a negative entry sent as 0)
+    assert set(t.tolist()) <= {0, 1, 2, 3} and np.all(t[x > 0] <= 1) and np.all(t[x < 0] >= 2)
+    assert 3 in t.tolist() and 1 in t.tolist()
     assert comp.wire_bits((33,)) == 3 * 32 + 4 * 32
 
 
