@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from compressors.ops import Fused
-from backends.jax import host_topk
+from backends.jax import host_kernels as host, host_topk
 from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
 
@@ -67,6 +67,9 @@ class JaxOps(Fused):
     @staticmethod
     def astype(x, dtype):
         dtype = np.dtype(dtype)
+        if ((x.dtype == np.float32 and dtype in host.NARROWS) or (x.dtype in host.NARROWS and dtype == np.float32)) \
+                and host.usable(x.size):
+            return host.cast16(x, dtype)  # XLA:CPU's half casts are scalar loops
         if is_float(x.dtype) and np.issubdtype(dtype, np.integer):
             lo, hi = int_bounds(dtype)
             t = jnp.trunc(x)
@@ -82,6 +85,8 @@ class JaxOps(Fused):
 
     @staticmethod
     def sum(x, axis=None):
+        if (axis is None or x.ndim == 1) and host.usable(x.size, x):
+            return host.halving_sum(jnp.reshape(x, (-1,)), False)  # one pass at memory speed, the same bits
         if axis is None:
             x, axis = jnp.reshape(x, (-1,)), 0
         x = jnp.moveaxis(x, axis, -1)
@@ -126,6 +131,49 @@ class JaxOps(Fused):
             # on small tensors it is one kernel instead of the composition's ~8
             return host_topk.top_k_abs(x, k)
         return Fused.top_k_abs(self, x, k)
+
+    # -- fused ops: the NumPy binding's kernels as custom calls on the CPU (backends.jax.host_kernels)
+    def bucket_min_max(self, x, bucket):
+        if x.ndim == 1 and host.usable(x.size, x):
+            return host.bucket_min_max(x, int(bucket))
+        return Fused.bucket_min_max(self, x, bucket)
+
+    def quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key, signed=False):
+        check_bits(bits)
+        if x.ndim == 1 and float(top) == int(top) and host.usable(x.size, x) and offset.dtype == x.dtype \
+                and inv_scale.dtype == x.dtype and key.dtype == jnp.uint32 and key.shape == (2,):
+            return host.quantize_pack(x, offset, inv_scale, int(bucket), top, int(bits), key, signed)
+        return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key, signed)
+
+    def dequantize(self, words, bits, count, offset, scale, bucket, signed=False):
+        check_bits(bits)
+        if host.usable(count, offset, scale) and offset.dtype == scale.dtype \
+                and words.dtype == jnp.uint32 and 0 <= count <= words.size * (32 // bits):
+            return host.dequantize(words, int(bits), int(count), offset, scale, int(bucket), signed)
+        return Fused.dequantize(self, words, bits, count, offset, scale, bucket, signed)
+
+    def bucket_norm(self, x, bucket):
+        b = bucket if 0 < bucket < x.size else x.size
+        if x.ndim == 1 and 0 < b <= host.fused_norm.ROW_MAX and host.usable(x.size, x):
+            return host.bucket_norm(x, int(bucket))
+        return Fused.bucket_norm(self, x, bucket)
+
+    def sum_abs(self, x):
+        if x.ndim == 1 and host.usable(x.size, x):
+            return host.halving_sum(x, True)
+        return Fused.sum_abs(self, x)
+
+    def pack_signs(self, x):
+        if x.ndim == 1 and host.usable(x.size, x):
+            return host.pack_signs(x)
+        return Fused.pack_signs(self, x)
+
+    def unpack_signs(self, words, count, pos, neg):
+        pos, neg = jnp.asarray(pos), jnp.asarray(neg)
+        if pos.shape == () and neg.shape == () and pos.dtype == neg.dtype \
+                and host.usable(count, pos, neg) and words.dtype == jnp.uint32 and count <= words.size * 32:
+            return host.unpack_signs(words, int(count), pos, neg)
+        return Fused.unpack_signs(self, words, count, pos, neg)
 
     @staticmethod
     def gather(x, idx):

@@ -127,11 +127,12 @@ def _saturating_cast_all(x, out, lo, hi_excl, out_min, out_max):
 NARROW = {np.dtype(np.float16): (f32_to_f16, f16_to_f32), BF16: (f32_to_bf16, bf16_to_f32)}
 """The 16-bit float dtypes: their (from float32, to float32) one-thread kernels."""
 
-_NARROW_ALL = {np.dtype(np.float16): (_f32_to_f16_all, _f16_to_f32_all), BF16: (_f32_to_bf16_all, _bf16_to_f32_all)}
+NARROW_ALL = {np.dtype(np.float16): (_f32_to_f16_all, _f16_to_f32_all), BF16: (_f32_to_bf16_all, _bf16_to_f32_all)}
+"""The same, threaded (any size)."""
 
 
 def _kernel(table, dtype, way: int, n: int):
-    return (_NARROW_ALL if n >= PARALLEL_MIN else table)[dtype][way]
+    return (NARROW_ALL if n >= PARALLEL_MIN else table)[dtype][way]
 
 
 def narrow(x: np.ndarray, dtype: np.dtype) -> np.ndarray:

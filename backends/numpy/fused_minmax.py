@@ -65,8 +65,20 @@ def _min_max_combine(ppb, pmin, pmax, lo_nan, hi_nan, mins, maxs):
         maxs[bk] = mx ^ ((mx >> sh) & low)
 
 
-_SIGNED = {np.dtype(np.float32): (np.int32, 0x7F800000, -0x7F800001),
+SIGNED = {np.dtype(np.float32): (np.int32, 0x7F800000, -0x7F800001),
            np.dtype(np.float64): (np.int64, 0x7FF0000000000000, -0x7FF0000000000001)}
+"""float dtype -> (its signed bits, the key of +inf, the key of -inf)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def min_max_into(xi, B, lo_nan, hi_nan, mins, maxs):
+    """Per-bucket (min, max) keys of x's signed bits ``xi`` (buckets of B) into mins, maxs."""
+    ppb = -(-B // PIECE)
+    L = -(-B // ppb)
+    pmin = np.empty(mins.size * ppb, xi.dtype)
+    pmax = np.empty(mins.size * ppb, xi.dtype)
+    _min_max_pieces(xi, B, ppb, L, pmin, pmax)
+    _min_max_combine(ppb, pmin, pmax, lo_nan, hi_nan, mins, maxs)
 
 
 def bucket_min_max(x: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,14 +86,8 @@ def bucket_min_max(x: np.ndarray, bucket: int) -> tuple[np.ndarray, np.ndarray]:
     n = x.size
     B = bucket or n
     nb = -(-n // B)
-    ppb = -(-B // PIECE)
-    L = -(-B // ppb)
-    signed, inf_key, neg_inf_key = _SIGNED[x.dtype]
-    xi = x.view(signed)
-    pmin = np.empty(nb * ppb, signed)
-    pmax = np.empty(nb * ppb, signed)
-    _min_max_pieces(xi, B, ppb, L, pmin, pmax)
+    signed, inf_key, neg_inf_key = SIGNED[x.dtype]
     mins = np.empty(nb, signed)
     maxs = np.empty(nb, signed)
-    _min_max_combine(ppb, pmin, pmax, signed(neg_inf_key), signed(inf_key), mins, maxs)
+    min_max_into(x.view(signed), B, signed(neg_inf_key), signed(inf_key), mins, maxs)
     return mins.view(x.dtype), maxs.view(x.dtype)

@@ -42,10 +42,7 @@ def _signs_parallel(x, out):
 def pack_signs(x: np.ndarray) -> np.ndarray:
     """``Fused.pack_signs`` of a contiguous 1-D float array (float32/float64)."""
     out = np.empty(-(-x.size // 32), np.uint32)
-    if x.size >= PARALLEL_MIN:
-        _signs_parallel(x, out)
-    elif x.size:
-        _signs_block(x, 0, out.size, out)
+    pack_signs_into(x, out)
     return out
 
 
@@ -72,20 +69,30 @@ def _unsigns_parallel(words, table, out):
         _unsigns_block(words, table, blk * WORDS, min(nw, (blk + 1) * WORDS), out)
 
 
+@numba.njit(cache=True, nogil=True)
+def unpack_signs_into(words, p, q, out):
+    """out (raw bits of pos/neg, one width) = p where the sign bit is 0, q where it is 1."""
+    table = np.empty((256, 8), out.dtype)
+    for b in range(256):
+        for t in range(8):
+            table[b, t] = q if (b >> t) & 1 else p
+    if out.size >= PARALLEL_MIN:
+        _unsigns_parallel(words, table, out)
+    else:
+        _unsigns_block(words, table, 0, -(-out.size // 32), out)
+
+
+@numba.njit(cache=True, nogil=True)
+def pack_signs_into(x, out):
+    if x.size >= PARALLEL_MIN:
+        _signs_parallel(x, out)
+    elif x.size:
+        _signs_block(x, 0, out.size, out)
+
+
 def unpack_signs(words, count: int, pos, neg) -> np.ndarray:
     """``Fused.unpack_signs``: pos and neg are 0-d arrays of one raw-bit-copyable dtype."""
     out = buffers.empty(count, pos.dtype)
     width = {2: np.uint16, 4: np.uint32, 8: np.uint64}[pos.dtype.itemsize]
-    o = out.view(width)
-    p, q = pos.reshape(1).view(width)[0], neg.reshape(1).view(width)[0]
-    table = np.empty((256, 8), width)
-    table[:] = p
-    table[_BYTE_BITS] = q
-    if count >= PARALLEL_MIN:
-        _unsigns_parallel(words, table, o)
-    else:
-        _unsigns_block(words, table, 0, -(-count // 32), o)
+    unpack_signs_into(words, pos.reshape(1).view(width)[0], neg.reshape(1).view(width)[0], out.view(width))
     return out
-
-
-_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)

@@ -85,7 +85,8 @@ def _halve_in_place(y):
     return y[0]
 
 
-def halving_sum(x, parallel: bool, absolute: bool):
+@numba.njit(cache=True, nogil=True)
+def halving_sum(x, parallel, absolute):
     """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``), 2 <= x.size.
 
     The halving order on the zero-padded p = 2**P entries adds entry i to
@@ -93,18 +94,28 @@ def halving_sum(x, parallel: bool, absolute: bool):
     p / FOLD, its first four levels add whole rows elementwise, column by
     column: one pass reads x once as FOLD contiguous streams and writes a
     FOLD-times shorter vector that continues the same order. Passes repeat
-    until the vector fits one task, which is halved in place. Each column's
-    additions are fixed, so the bits do not depend on threads or tasks."""
+    until the vector fits one task, which is halved in place (the padding's
+    +0.0 really added). Each column's additions are fixed, so the bits do
+    not depend on threads or tasks."""
     m = x.size
-    p = next_pow2(m)
-    y, absolute_now = x, absolute
-    fold = _fold if parallel else _fold_serial
+    p = 1
+    while p < m:
+        p <<= 1
+    y = x
+    absolute_now = absolute
     while p >= FOLD * FOLD_COLS:
         out = np.empty(p // FOLD, x.dtype)
-        fold(y, m, p, absolute_now, out)
-        y, m, p, absolute_now = out, p // FOLD, p // FOLD, False
+        if parallel:
+            _fold(y, m, p, absolute_now, out)
+        else:
+            _fold_serial(y, m, p, absolute_now, out)
+        y = out
+        m = p // FOLD
+        p = m
+        absolute_now = False
     tail = np.zeros(p, x.dtype)
-    tail[:m] = np.abs(y[:m]) if absolute_now else y[:m]  # the padding's +0.0 is really added below
+    for i in range(m):
+        tail[i] = abs(y[i]) if absolute_now else y[i]
     return _halve_in_place(tail)
 
 

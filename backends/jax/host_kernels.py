@@ -1,0 +1,274 @@
+"""The NumPy binding's one-pass Numba kernels as XLA custom calls, so the JAX
+binding's fused ops run as fast on the CPU as NumPy's (``backends.jax.ffi``).
+
+XLA:CPU runs the reference compositions of ``compressors.ops.Fused`` as
+several loops with threefry, transposes and reductions that it does not
+fuse well (``quantize_pack`` about 10x slower than the NumPy kernel). The
+kernels return the bits of those compositions (``tests/backends/test_fused.py``),
+so routing a fused op here changes its speed, not its result. Each call
+reads its operands where XLA keeps them and writes XLA's result buffer;
+the threaded kernels run on Numba's thread pool (``omp`` or ``tbb``, which
+may be entered from several threads; with the ``workqueue`` layer, which
+may not, :func:`usable` is False and the compositions run).
+
+Under ``jax.vmap`` a call runs once per worker (``vmap_method="sequential"``).
+Scalar arguments travel as an int32 operand (``params``); :func:`usable`
+says when an op qualifies (CPU, float32/float64, at least ``HOST_MIN`` entries).
+"""
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+
+from backends.jax import ffi
+from backends.jax.ffi import buffer, ptr, size
+from backends.numpy import fused_minmax, fused_norm, fused_quant, fused_sign, sums
+from backends.numpy.arrays import BF16
+from backends.numpy.blocks import PARALLEL_MIN
+from backends.numpy.casts import NARROW_ALL
+
+HOST_MIN = 1 << 15  # entries from which a custom call beats XLA's composition
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _view(addr, n, dtype):
+    return numba.carray(ptr(addr), (n,), dtype)
+
+
+# -- bodies (one per dtype; closures over it, as the carray dtype must be a constant) ----------
+
+def _quantize_body(dt):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        oa, od = buffer(args, 1)
+        ia, _ = buffer(args, 2)
+        ka, _ = buffer(args, 3)
+        pa, _ = buffer(args, 4)
+        ra, rd = buffer(rets, 0)
+        n, nb = size(xd), size(od)
+        p = _view(pa, 4, np.int32)
+        key = _view(ka, 2, np.uint32)
+        bucket, bits, signed, top = p[0], p[1], p[2] != 0, dt(p[3])
+        x, out = _view(xa, n, dt), _view(ra, size(rd), np.uint32)
+        off, inv = _view(oa, nb, dt), _view(ia, nb, dt)
+        if n:
+            fused_quant._quantize_parallel(x, off, inv, bucket if bucket else n, top, bits, signed, key[0], key[1],
+                                           out)
+    return body
+
+
+def _dequantize_body(dt):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        wa, wd = buffer(args, 0)
+        oa, od = buffer(args, 1)
+        sa, _ = buffer(args, 2)
+        pa, _ = buffer(args, 3)
+        ra, rd = buffer(rets, 0)
+        nb, count = size(od), size(rd)
+        p = _view(pa, 3, np.int32)
+        bucket, bits, signed = p[0], p[1], p[2] != 0
+        out = _view(ra, count, dt)
+        if count:
+            fused_quant._dequantize_parallel(_view(wa, size(wd), np.uint32), bits, _view(oa, nb, dt),
+                                             _view(sa, nb, dt), bucket if bucket else count, signed, out)
+    return body
+
+
+def _min_max_body(dt):
+    it, inf_key, neg_inf_key = fused_minmax.SIGNED[np.dtype(dt)]
+    lo_nan, hi_nan = it(neg_inf_key), it(inf_key)
+
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        pa, _ = buffer(args, 1)
+        la, ld = buffer(rets, 0)
+        ha, _ = buffer(rets, 1)
+        n, nb = size(xd), size(ld)
+        bucket = _view(pa, 1, np.int32)[0]
+        fused_minmax.min_max_into(_view(xa, n, it), bucket if bucket else n, lo_nan, hi_nan, _view(la, nb, it),
+                                  _view(ha, nb, it))
+    return body
+
+
+def _norm_body(dt):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        pa, _ = buffer(args, 1)
+        ra, rd = buffer(rets, 0)
+        n, nb = size(xd), size(rd)
+        B = _view(pa, 1, np.int32)[0]
+        B = B if 0 < B < n else n
+        P = 1
+        while P < B:
+            P <<= 1
+        x, out = _view(xa, n, dt), _view(ra, nb, dt)
+        if n >= PARALLEL_MIN and nb > 1:
+            fused_norm._norms_parallel(x, B, P, out)
+        else:
+            fused_norm._norms(x, B, P, 0, nb, out)
+    return body
+
+
+def _sum_body(dt, absolute):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        ra, _ = buffer(rets, 0)
+        n = size(xd)
+        _view(ra, 1, dt)[0] = sums.halving_sum(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, absolute)
+    return body
+
+
+def _pack_signs_body(dt):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        ra, rd = buffer(rets, 0)
+        fused_sign.pack_signs_into(_view(xa, size(xd), dt), _view(ra, size(rd), np.uint32))
+    return body
+
+
+def _unpack_signs_body(width):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        wa, wd = buffer(args, 0)
+        pa, _ = buffer(args, 1)
+        na, _ = buffer(args, 2)
+        ra, rd = buffer(rets, 0)
+        fused_sign.unpack_signs_into(_view(wa, size(wd), np.uint32), _view(pa, 1, width)[0], _view(na, 1, width)[0],
+                                     _view(ra, size(rd), width))
+    return body
+
+
+def _cast_body(kernel, src, dst):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        ra, _ = buffer(rets, 0)
+        n = size(xd)
+        kernel(_view(xa, n, src), _view(ra, n, dst))
+    return body
+
+
+# -- the calls -------------------------------------------------------------------------------
+
+def usable(n: int, *floats) -> bool:
+    """The kernels serve a call of ``n`` entries on these float arrays: the CPU
+    default backend, float32/float64, at least HOST_MIN entries."""
+    import jax
+
+    return (n >= HOST_MIN and all(a.dtype in FLOATS for a in floats) and jax.default_backend() == "cpu"
+            and _thread_safe())
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_safe() -> bool:
+    sums.halving_sum(np.ones(1 << 13, np.float32), True, False)  # a threaded kernel picks the layer
+    return numba.threading_layer() in ("omp", "tbb")
+
+
+def _call(name: str, make, results, *args):
+    import jax
+
+    return jax.ffi.ffi_call(ffi.target(name, make), results, vmap_method="sequential")(*args)
+
+
+def _tag(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def _params(*values) -> np.ndarray:
+    return np.array([int(v) for v in values], np.int32)
+
+
+def quantize_pack(x, offset, inv_scale, bucket: int, top: float, bits: int, key, signed: bool):
+    import jax
+
+    t = np.dtype(x.dtype)
+    words = -(-x.size // (32 // bits))
+    return _call(f"kfsim_quantize_pack_{_tag(t)}", functools.partial(_quantize_body, t.type),
+                 jax.ShapeDtypeStruct((words,), np.uint32), x, offset, inv_scale, key,
+                 _params(bucket, bits, signed, top))
+
+
+def dequantize(words, bits: int, count: int, offset, scale, bucket: int, signed: bool):
+    import jax
+
+    t = np.dtype(offset.dtype)
+    return _call(f"kfsim_dequantize_{_tag(t)}", functools.partial(_dequantize_body, t.type),
+                 jax.ShapeDtypeStruct((count,), t), words, offset, scale, _params(bucket, bits, signed))
+
+
+def bucket_min_max(x, bucket: int):
+    import jax
+    from jax import lax
+
+    t = np.dtype(x.dtype)
+    it = fused_minmax.SIGNED[t][0]
+    nb = -(-x.size // (bucket or x.size))
+    out = jax.ShapeDtypeStruct((nb,), it)
+    lo, hi = _call(f"kfsim_bucket_min_max_{_tag(t)}", functools.partial(_min_max_body, t.type), (out, out),
+                   lax.bitcast_convert_type(x, it), _params(bucket))
+    return lax.bitcast_convert_type(lo, t), lax.bitcast_convert_type(hi, t)
+
+
+def bucket_norm(x, bucket: int):
+    import jax
+
+    t = np.dtype(x.dtype)
+    nb = -(-x.size // (bucket if 0 < bucket < x.size else x.size))
+    return _call(f"kfsim_bucket_norm_{_tag(t)}", functools.partial(_norm_body, t.type),
+                 jax.ShapeDtypeStruct((nb,), t), x, _params(bucket))
+
+
+def halving_sum(x, absolute: bool):
+    import jax
+
+    t = np.dtype(x.dtype)
+    return _call(f"kfsim_sum{'_abs' if absolute else ''}_{_tag(t)}", functools.partial(_sum_body, t.type, absolute),
+                 jax.ShapeDtypeStruct((), t), x)
+
+
+def pack_signs(x):
+    import jax
+
+    t = np.dtype(x.dtype)
+    return _call(f"kfsim_pack_signs_{_tag(t)}", functools.partial(_pack_signs_body, t.type),
+                 jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32), x)
+
+
+def unpack_signs(words, count: int, pos, neg):
+    import jax
+    from jax import lax
+
+    t = np.dtype(pos.dtype)
+    width = {4: np.uint32, 8: np.uint64}[t.itemsize]
+    raw = _call(f"kfsim_unpack_signs_u{8 * t.itemsize}", functools.partial(_unpack_signs_body, width),
+                jax.ShapeDtypeStruct((count,), width), words, lax.bitcast_convert_type(pos, width),
+                lax.bitcast_convert_type(neg, width))
+    return lax.bitcast_convert_type(raw, t)
+
+
+NARROWS = (np.dtype(np.float16), BF16)
+
+
+def cast16(x, dtype):
+    """float32 -> float16/bf16 (round to nearest even) or back (exact), as the NumPy kernels."""
+    import jax
+    from jax import lax
+
+    src, dst = np.dtype(x.dtype), np.dtype(dtype)
+    if dst in NARROWS:
+        bits = _call(f"kfsim_narrow_{dst.name}", functools.partial(_cast_body, NARROW_ALL[dst][0], np.float32,
+                                                                   np.uint16),
+                     jax.ShapeDtypeStruct(x.shape, np.uint16), x)
+        return lax.bitcast_convert_type(bits, dst)
+    return _call(f"kfsim_widen_{src.name}", functools.partial(_cast_body, NARROW_ALL[src][1], np.uint16, np.float32),
+                 jax.ShapeDtypeStruct(x.shape, np.float32), lax.bitcast_convert_type(x, np.uint16))
