@@ -28,9 +28,8 @@ import functools
 import numba
 import numpy as np
 from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from backends.jax.ffi import FRAME_ARGS, FRAME_RETS, FRAME_STAGE, STAGE_EXECUTE, answer_metadata, buffer, ptr
 from backends.numpy.fused_topk import collect, kth_largest
 from backends.numpy.topk import SAMPLE, sampled_threshold
 
@@ -96,33 +95,6 @@ def select_row(bits, k, mask, nbits, out):
     _finish(bits, k, mask, nbits, -1, n, out)  # every key survives
 
 
-@intrinsic
-def _ptr(typingctx, addr):
-    """int64 address -> void* (to view the call frame's structs with ``carray``)."""
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-
-    return types.voidptr(types.int64), codegen
-
-
-# XLA's typed FFI (xla/ffi/api/c_api.h, the header ``jax.ffi.include_dir()`` ships),
-# read as int64 words on a 64-bit host: XLA_FFI_CallFrame {struct_size, extension_start,
-# api, ctx, stage, args {struct_size, extension_start, size, types, args}, rets {same}, ...};
-# XLA_FFI_Buffer {struct_size, extension_start, dtype, data, rank, dims}.
-_FRAME_EXT, _FRAME_STAGE, _FRAME_ARGS, _FRAME_RETS = 1, 4, 9, 14
-_BUF_DATA, _BUF_RANK, _BUF_DIMS = 3, 4, 5
-_STAGE_EXECUTE = 3
-_EXT_METADATA = 1
-_API_MAJOR, _API_MINOR = 0, 1  # the API this handler is written against (XLA accepts older minors)
-
-
-@numba.njit(cache=True, nogil=True)
-def _buffer(list_addr, i):
-    """(data address, dims) of buffer i of an args/rets list."""
-    buf = numba.carray(_ptr(numba.carray(_ptr(list_addr), (i + 1,), np.int64)[i]), (6,), np.int64)
-    return buf[_BUF_DATA], numba.carray(_ptr(buf[_BUF_DIMS]), (buf[_BUF_RANK],), np.int64)
-
-
 def _handler(width: int):
     bits_t = np.int32 if width == 4 else np.int64
     mask = bits_t((1 << (8 * width - 1)) - 1)
@@ -130,29 +102,23 @@ def _handler(width: int):
 
     @numba.cfunc(types.voidptr(types.voidptr), cache=True)
     def call(frame):
+        if answer_metadata(frame):
+            return ptr(0)
         cf = numba.carray(frame, (16,), np.int64)
-        if cf[_FRAME_EXT] != 0:  # a metadata query: report the API version, no traits
-            ext = numba.carray(_ptr(cf[_FRAME_EXT]), (4,), np.int64)
-            if np.int32(ext[1] & 0xFFFFFFFF) == _EXT_METADATA:
-                meta = numba.carray(_ptr(ext[3]), (10,), np.int32)
-                meta[6] = _API_MAJOR  # api_version.major_version
-                meta[7] = _API_MINOR
-                meta[8] = 0  # traits
-            return _ptr(0)
-        if np.int32(cf[_FRAME_STAGE] & 0xFFFFFFFF) != _STAGE_EXECUTE:
-            return _ptr(0)
-        x_addr, xd = _buffer(cf[_FRAME_ARGS], 0)
-        o_addr, od = _buffer(cf[_FRAME_RETS], 0)
+        if np.int32(cf[FRAME_STAGE] & 0xFFFFFFFF) != STAGE_EXECUTE:
+            return ptr(0)
+        x_addr, xd = buffer(cf[FRAME_ARGS], 0)
+        o_addr, od = buffer(cf[FRAME_RETS], 0)
         n = xd[xd.size - 1]
         k = od[od.size - 1]
         rows = 1
         for j in range(xd.size - 1):
             rows *= xd[j]
-        bits = numba.carray(_ptr(x_addr), (rows, n), bits_t)
-        idx = numba.carray(_ptr(o_addr), (rows, k), np.int32)
+        bits = numba.carray(ptr(x_addr), (rows, n), bits_t)
+        idx = numba.carray(ptr(o_addr), (rows, k), np.int32)
         for i in range(rows):
             select_row(bits[i], k, mask, nbits, idx[i])
-        return _ptr(0)
+        return ptr(0)
 
     return call
 
