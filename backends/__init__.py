@@ -2,12 +2,19 @@
 
 ``get("jax")`` (default), ``get("numpy")`` and ``get("mindspore")`` return an
 ops object; compressors run on whichever they are given.
+
+Importing the package sets glibc's allocator to keep large freed blocks mapped
+for reuse (:func:`backends.memory.keep_freed_memory`; ``KFSIM_KEEP_FREED_MEMORY=0``
+turns that off), before any binding starts its threads.
 """
 from __future__ import annotations
 
 import importlib
 
 from compressors.ops import Ops
+from backends.memory import keep_freed_memory
+
+keep_freed_memory()
 
 _MODULES = {"jax": "backends.jax.ops", "numpy": "backends.numpy.ops", "mindspore": "backends.mindspore.ops"}
 BACKENDS = tuple(_MODULES)

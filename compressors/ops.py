@@ -326,6 +326,22 @@ class Fused:
         order (the L1 norm; x's dtype)."""
         return self.sum(self.abs(x))
 
+    def sign_split_sums(self, x: Array, scale: float) -> Array:
+        """The sums of the two sides of a 1-D float array, ``pos = x >= 0``
+        (NaN falls on the negative side), scaled by ``scale`` (a power of two,
+        so exactly): ``[sum(where(pos, x*scale, 0)), sum(where(pos, 1, 0)),
+        sum(where(pos, 0, -(x*scale))), sum(where(pos, 0, 1)), sum(x*0)]``
+        in :meth:`Ops.sum`'s halving order, x's dtype; the last is 0 for a
+        finite x and NaN otherwise (1-bit SGD's two means and their counts).
+        A NaN sum is returned as +NaN: compilers may give ``-(x*scale)`` of
+        a NaN either sign bit (LLVM folds it into ``x * -scale``)."""
+        zero = self.zeros(x.shape, x.dtype)
+        pos, xs = x >= 0, x * scale
+        sums = self.stack([self.sum(self.where(pos, xs, zero)), self.sum(self.where(pos, 1.0, zero)),
+                           self.sum(self.where(pos, zero, -xs)), self.sum(self.where(pos, zero, 1.0)),
+                           self.sum(x * 0.0)])
+        return self.where(sums == sums, sums, float("nan"))
+
     def pack_signs(self, x: Array) -> Array:
         """One bit per entry of a 1-D float array, 1 where ``x < 0`` (so
         -0.0 and NaN give 0): ``pack_bits(astype(x < 0, uint32), 1)``."""
@@ -369,32 +385,3 @@ OP_NAMES = tuple(
 FUSED_NAMES = tuple(
     name for name in Fused.__dict__ if not name.startswith("_") and callable(Fused.__dict__[name])
 )
-
-
-def _sections(cls, names) -> list[str]:
-    import inspect
-
-    lines = []
-    for name in names:
-        fn = cls.__dict__[name]
-        sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
-        lines += [f"### `{name}{sig}`", "", inspect.cleandoc(fn.__doc__ or ""), ""]
-    return lines
-
-
-def reference_markdown() -> str:
-    """The ops reference (docs/ops.md) rendered from the docstrings above."""
-    import inspect
-
-    lines = ["# The ops namespace (reference)", "",
-             "Generated from `compressors/ops.py` by `python -m compressors.ops > docs/ops.md`;",
-             "a test fails when this file and the code disagree.", "",
-             inspect.cleandoc(__doc__ or ""), "", "## Operations", ""]
-    lines += _sections(Ops, OP_NAMES)
-    lines += ["## Fused operations", "", inspect.cleandoc(Fused.__doc__ or ""), ""]
-    lines += _sections(Fused, FUSED_NAMES)
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(reference_markdown(), end="")

@@ -73,18 +73,15 @@ def _scaled_leaf(two_scales: bool):
     def compress(ops, x, state, keys):
         xf = ops.reshape(upcast(ops, x), (-1,))
         k = _headroom(xf.size)
-        xs = xf * 2.0**-k if k else xf
         if two_scales:
-            pos = xf >= 0
-            zero = ops.zeros(xf.shape, xf.dtype)
-            npos = ops.sum(ops.where(pos, 1.0, zero))
-            nneg = ops.sum(ops.where(pos, zero, 1.0))
-            # NaN entries fall on neither side; keep them visible in both scales
-            bad = ops.sum(xf * 0.0)
-            sp = ops.sum(ops.where(pos, xs, zero)) / ops.maximum(npos, 1.0) * 2.0**k + bad
-            sn = ops.sum(ops.where(pos, zero, -xs)) / ops.maximum(nneg, 1.0) * 2.0**k + bad
+            sums = ops.sign_split_sums(xf, 2.0**-k)  # sides x >= 0 and not: scaled sums, counts, x*0
+            # a non-finite entry (sum(x*0) = NaN) is kept visible in both scales
+            bad = sums[4]
+            sp = sums[0] / ops.maximum(sums[1], 1.0) * 2.0**k + bad
+            sn = sums[2] / ops.maximum(sums[3], 1.0) * 2.0**k + bad
             scales = ops.astype(ops.stack([sp, sn]), np.float32)
         else:
+            xs = xf * 2.0**-k if k else xf
             d = max(xf.size, 1)
             scales = ops.astype(ops.reshape(ops.sum_abs(xs) / float(d) * 2.0**k, (1,)), np.float32)
         return (pack_signs(ops, x), scales), state

@@ -126,6 +126,23 @@ def _sum_body(dt, absolute):
     return body
 
 
+def _split_body(dt):
+    modes = np.array(sums.SPLIT_MODES)
+
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        sa, _ = buffer(args, 1)
+        ra, _ = buffer(rets, 0)
+        n = size(xd)
+        out = _view(ra, 5, dt)
+        out[:] = sums.term_sums(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, modes, _view(sa, 1, dt)[0])
+        for j in range(5):
+            if np.isnan(out[j]):
+                out[j] = np.nan
+    return body
+
+
 def _pack_signs_body(dt):
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
@@ -177,6 +194,7 @@ def _thread_safe() -> bool:
 def _call(name: str, make, results, *args):
     import jax
 
+    _thread_safe()  # a cached threaded body links against the pool's symbols: start the pool first
     return jax.ffi.ffi_call(ffi.target(name, make), results, vmap_method="sequential")(*args)
 
 
@@ -208,15 +226,12 @@ def dequantize(words, bits: int, count: int, offset, scale, bucket: int, signed:
 
 def bucket_min_max(x, bucket: int):
     import jax
-    from jax import lax
 
     t = np.dtype(x.dtype)
-    it = fused_minmax.SIGNED[t][0]
     nb = -(-x.size // (bucket or x.size))
-    out = jax.ShapeDtypeStruct((nb,), it)
-    lo, hi = _call(f"kfsim_bucket_min_max_{_tag(t)}", functools.partial(_min_max_body, t.type), (out, out),
-                   lax.bitcast_convert_type(x, it), _params(bucket))
-    return lax.bitcast_convert_type(lo, t), lax.bitcast_convert_type(hi, t)
+    out = jax.ShapeDtypeStruct((nb,), t)  # the body reads and writes the float bits as integers
+    return _call(f"kfsim_bucket_min_max_{_tag(t)}", functools.partial(_min_max_body, t.type), (out, out), x,
+                 _params(bucket))
 
 
 def bucket_norm(x, bucket: int):
@@ -236,6 +251,14 @@ def halving_sum(x, absolute: bool):
                  jax.ShapeDtypeStruct((), t), x)
 
 
+def sign_split_sums(x, scale):
+    import jax
+
+    t = np.dtype(x.dtype)
+    return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type),
+                 jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
+
+
 def pack_signs(x):
     import jax
 
@@ -250,25 +273,25 @@ def unpack_signs(words, count: int, pos, neg):
 
     t = np.dtype(pos.dtype)
     width = {4: np.uint32, 8: np.uint64}[t.itemsize]
-    raw = _call(f"kfsim_unpack_signs_u{8 * t.itemsize}", functools.partial(_unpack_signs_body, width),
-                jax.ShapeDtypeStruct((count,), width), words, lax.bitcast_convert_type(pos, width),
-                lax.bitcast_convert_type(neg, width))
-    return lax.bitcast_convert_type(raw, t)
+    # the result is declared as floats and written as their bits: an XLA bitcast_convert of a
+    # large array is a copy on the CPU
+    return _call(f"kfsim_unpack_signs_{_tag(t)}", functools.partial(_unpack_signs_body, width),
+                 jax.ShapeDtypeStruct((count,), t), words, lax.bitcast_convert_type(pos, width),
+                 lax.bitcast_convert_type(neg, width))
 
 
 NARROWS = (np.dtype(np.float16), BF16)
 
 
 def cast16(x, dtype):
-    """float32 -> float16/bf16 (round to nearest even) or back (exact), as the NumPy kernels."""
+    """float32 -> float16/bf16 (round to nearest even) or back (exact), as the NumPy kernels;
+    the 16-bit side is read and written as its bits."""
     import jax
-    from jax import lax
 
     src, dst = np.dtype(x.dtype), np.dtype(dtype)
     if dst in NARROWS:
-        bits = _call(f"kfsim_narrow_{dst.name}", functools.partial(_cast_body, NARROW_ALL[dst][0], np.float32,
+        return _call(f"kfsim_narrow_{dst.name}", functools.partial(_cast_body, NARROW_ALL[dst][0], np.float32,
                                                                    np.uint16),
-                     jax.ShapeDtypeStruct(x.shape, np.uint16), x)
-        return lax.bitcast_convert_type(bits, dst)
+                     jax.ShapeDtypeStruct(x.shape, dst), x)
     return _call(f"kfsim_widen_{src.name}", functools.partial(_cast_body, NARROW_ALL[src][1], np.uint16, np.float32),
-                 jax.ShapeDtypeStruct(x.shape, np.float32), lax.bitcast_convert_type(x, np.uint16))
+                 jax.ShapeDtypeStruct(x.shape, np.float32), x)

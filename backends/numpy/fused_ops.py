@@ -13,7 +13,7 @@ from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_norm, f
     threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
-from backends.numpy.sums import SUM_ROW, kernel_sum
+from backends.numpy.sums import SUM_ROW, kernel_sum, split_sums
 from compressors.ops import Fused
 
 
@@ -77,6 +77,12 @@ class NumpyFused(Fused):
         if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
             return Fused.sum_abs(self, x)
         return kernel_sum(x, True)
+
+    def sign_split_sums(self, x, scale):
+        x = vector(x, "sign_split_sums")
+        if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
+            return Fused.sign_split_sums(self, x, scale)
+        return split_sums(x, scale)
 
     def pack_signs(self, x):
         x = vector(x, "pack_signs")

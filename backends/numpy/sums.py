@@ -13,34 +13,70 @@ from backends.numpy.arrays import KERNEL_FLOATS
 SUM_ROW = 1024  # the one-pass kernel takes vectors of at least 2 * SUM_ROW entries
 SUM_PARALLEL_MIN = 1 << 20  # from this many entries the kernel runs on all cores
 FOLD = 16  # rows folded per pass (four halving levels; a power of two)
-FOLD_COLS = 512  # columns per task of a pass (L1-resident partial sums)
+FOLD_COLS = 4096  # columns per task of a pass (partial sums of 8 x 4096 entries, L2-resident)
+
+
+# What the sum adds up, entry by entry (``mode``; ``s`` a power of two): x, |x|, and the
+# terms of :meth:`compressors.ops.Fused.sign_split_sums`: where(x >= 0, x * s, 0),
+# where(x >= 0, 1, 0), where(x >= 0, 0, -(x * s)), where(x >= 0, 0, 1), x * 0.
+PLAIN, ABS, POS, NPOS, NEG, NNEG, ZERO = range(7)
+SPLIT_MODES = (POS, NPOS, NEG, NNEG, ZERO)  # sign_split_sums' five sums, in its order
+
 
 
 @numba.njit(cache=True, nogil=True)
-def _fold_cols(x, m, B, c0, c1, absolute, out, part):
+def _level_one(a, b, full, w, mode, s, dst):
+    """dst = term(a) + term(b) for the first ``full`` columns, term(a) + 0 for the rest
+    (loops indexed from 0: a loop from ``full`` keeps Numba's negative-index
+    check and runs 16x slower, unvectorized)."""
+    z = a.dtype.type(0)
+    one = a.dtype.type(1)
+    at, dt = a[full:w], dst[full:w]
+    if mode == PLAIN:
+        for c in range(full):
+            dst[c] = a[c] + b[c]
+        for c in range(w - full):
+            dt[c] = at[c] + z
+    elif mode == ABS:
+        for c in range(full):
+            dst[c] = abs(a[c]) + abs(b[c])
+        for c in range(w - full):
+            dt[c] = abs(at[c]) + z
+    else:
+        for c in range(full):
+            dst[c] = _split(a[c], mode, s, one, z) + _split(b[c], mode, s, one, z)
+        for c in range(w - full):
+            dt[c] = _split(at[c], mode, s, one, z) + z
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _split(v, mode, s, one, zero):
+    """The term of a split mode, where's constants as +1.0 and +0.0 (-(x * s), not (-x) * s)."""
+    if mode == ZERO:
+        return v * zero
+    pos = v >= 0
+    if mode == POS:
+        return v * s if pos else zero
+    if mode == NPOS:
+        return one if pos else zero
+    if mode == NEG:
+        return zero if pos else -(v * s)
+    return zero if pos else one
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_cols(x, m, B, c0, c1, mode, s, out, part):
     """out[c] for c in [c0, c1): the first four halving levels of the
-    zero-padded x seen as FOLD rows of B (row r + row r + 8, then the sums
-    at distance 4, 2, 1), of |x| if ``absolute``; entries at m and past it
+    zero-padded terms of x (``mode``) seen as FOLD rows of B (row r + row
+    r + 8, then the sums at distance 4, 2, 1); entries at m and past it
     are +0.0 and are really added (-0.0 + 0 is +0.0, as with the padding)."""
     half = FOLD // 2
     w = c1 - c0
-    z = x.dtype.type(0)
     for r in range(half):  # level 1: row r (full: m > p / 2) + row r + half (maybe partial)
         a = x[r * B + c0:r * B + c1]
         lo = (r + half) * B + c0
         full = min(max(m - lo, 0), w)
-        b = x[lo:lo + full]
-        dst = part[r]
-        if absolute:
-            for c in range(full):
-                dst[c] = abs(a[c]) + abs(b[c])
-            for c in range(full, w):
-                dst[c] = abs(a[c]) + z
-        else:
-            for c in range(full):
-                dst[c] = a[c] + b[c]
-            for c in range(full, w):
-                dst[c] = a[c] + z
+        _level_one(a, x[lo:lo + full], full, w, mode, s, part[r])
     h = half
     while h > 1:  # levels 2.. 4: rows at distance 4, 2, 1
         h //= 2
@@ -56,22 +92,26 @@ def _fold_cols(x, m, B, c0, c1, absolute, out, part):
 
 
 @numba.njit(cache=True, parallel=True)
-def _fold(x, m, p, absolute, out):
-    """out (p / FOLD entries) = four halving levels of x (m <= p entries, m > p / 2), in column tasks."""
+def _fold(x, m, p, modes, s, outs):
+    """outs[j] (p / FOLD entries) = four halving levels of the terms ``modes[j]``
+    of x (m <= p entries, m > p / 2), in column tasks: a task's block of x is
+    read from memory once and from cache for each further mode."""
     B = p // FOLD
     tasks = (B + FOLD_COLS - 1) // FOLD_COLS
     for t in numba.prange(tasks):
         part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
         c0 = t * FOLD_COLS
-        _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), absolute, out, part)
+        for j in range(modes.size):
+            _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), modes[j], s, outs[j], part)
 
 
 @numba.njit(cache=True, nogil=True)
-def _fold_serial(x, m, p, absolute, out):
+def _fold_serial(x, m, p, modes, s, outs):
     B = p // FOLD
     part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
     for c0 in range(0, B, FOLD_COLS):
-        _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), absolute, out, part)
+        for j in range(modes.size):
+            _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), modes[j], s, outs[j], part)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -87,7 +127,14 @@ def _halve_in_place(y):
 
 @numba.njit(cache=True, nogil=True)
 def halving_sum(x, parallel, absolute):
-    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``), 2 <= x.size.
+    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``), 2 <= x.size."""
+    return term_sums(x, parallel, np.array([ABS if absolute else PLAIN]), x.dtype.type(1))[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def term_sums(x, parallel, modes, s):
+    """``Ops.sum`` of the terms of a 1-D float array, one per mode (``modes``
+    an int array), 2 <= x.size.
 
     The halving order on the zero-padded p = 2**P entries adds entry i to
     entry i + p/2, then those sums at distance p/4, ... Seen as FOLD rows of
@@ -97,26 +144,53 @@ def halving_sum(x, parallel, absolute):
     until the vector fits one task, which is halved in place (the padding's
     +0.0 really added). Each column's additions are fixed, so the bits do
     not depend on threads or tasks."""
+    k = modes.size
+    result = np.empty(k, x.dtype)
     m = x.size
     p = 1
     while p < m:
         p <<= 1
-    y = x
-    absolute_now = absolute
-    while p >= FOLD * FOLD_COLS:
-        out = np.empty(p // FOLD, x.dtype)
-        if parallel:
-            _fold(y, m, p, absolute_now, out)
-        else:
-            _fold_serial(y, m, p, absolute_now, out)
-        y = out
-        m = p // FOLD
-        p = m
-        absolute_now = False
-    tail = np.zeros(p, x.dtype)
+    if p < FOLD * FOLD_COLS:
+        for j in range(k):
+            result[j] = _tail(x, m, p, modes[j], s)
+        return result
+    outs = np.empty((k, p // FOLD), x.dtype)
+    if parallel:
+        _fold(x, m, p, modes, s, outs)
+    else:
+        _fold_serial(x, m, p, modes, s, outs)
+    plain = np.array([PLAIN])
+    for j in range(k):
+        y, n = outs[j], p // FOLD
+        while n >= FOLD * FOLD_COLS:
+            out = np.empty((1, n // FOLD), x.dtype)
+            if parallel:
+                _fold(y, n, n, plain, s, out)
+            else:
+                _fold_serial(y, n, n, plain, s, out)
+            y, n = out[0], n // FOLD
+        result[j] = _tail(y, n, n, PLAIN, s)
+    return result
+
+
+@numba.njit(cache=True, nogil=True)
+def _tail(y, m, p, mode, s):
+    """The halving sum of the terms of y's m entries zero-padded to p, in place in a copy."""
+    tail = np.zeros(p, y.dtype)
+    one, zero = y.dtype.type(1), y.dtype.type(0)
     for i in range(m):
-        tail[i] = abs(y[i]) if absolute_now else y[i]
+        v = y[i]
+        tail[i] = v if mode == PLAIN else abs(v) if mode == ABS else _split(v, mode, s, one, zero)
     return _halve_in_place(tail)
+
+
+def split_sums(x: np.ndarray, scale: float) -> np.ndarray:
+    """``Fused.sign_split_sums`` of a 1-D float32/float64 array of at least
+    2 * SUM_ROW entries: five sums in one pass over x (threaded for long arrays)."""
+    x = np.ascontiguousarray(x)
+    out = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), x.dtype.type(scale))
+    out[np.isnan(out)] = np.nan  # one NaN: its sign bit is the compiler's choice (see Fused.sign_split_sums)
+    return out
 
 
 def kernel_sum(x: np.ndarray, absolute: bool) -> np.ndarray:

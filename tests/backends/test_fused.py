@@ -59,7 +59,8 @@ def on_jax(fn, *args, dtype):
 
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
-                                "bucket_norm", "pack_signs", "unpack_signs", "add", "matmul_nt", "sub_matmul_nt"}
+                                "bucket_norm", "sign_split_sums", "pack_signs", "unpack_signs", "add", "matmul_nt",
+                                "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -197,6 +198,19 @@ def test_sum_abs(n, dtype):
     x = finite_data(n, dtype)
     assert_same_bits(NP.sum_abs(x), Fused.sum_abs(NP, x), "sum_abs")
     assert_same_bits(on_jax(Fused.sum_abs, x, dtype=dtype), NP.sum_abs(x), "sum_abs (JAX)")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("finite", [True, False])
+def test_sign_split_sums(n, dtype, finite):
+    """More sizes and thresholds: tests/backends/test_split_sums.py."""
+    x = finite_data(n, dtype) if finite else data(n, dtype)
+    scale = 2.0 ** -max(n - 1, 0).bit_length()
+    want = Fused.sign_split_sums(NP, x, scale)
+    assert_same_bits(NP.sign_split_sums(x, scale), want, "sign_split_sums")
+    if n in JAX_SIZES:
+        assert_same_bits(on_jax(Fused.sign_split_sums, x, scale, dtype=dtype), want, "sign_split_sums (JAX)")
 
 
 def test_halving_sum_bits_do_not_depend_on_threads():

@@ -1,0 +1,83 @@
+"""``sign_split_sums`` on the NumPy binding: the one-pass kernel (``backends.numpy.sums``)
+returns the composition's bits (``compressors.ops.Fused``) at every size the kernel
+takes, around its thresholds, for float32 and float64 and at the edges of the range;
+and the halving sums it shares with ``sum``/``sum_abs`` keep their bits."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.numpy import sums
+from backends.numpy.ops import OPS
+from compressors.ops import Fused
+
+THRESHOLD = sums.FOLD * sums.FOLD_COLS  # from here the kernel folds in column tasks
+SIZES = [1, 2, 7, 2 * sums.SUM_ROW - 1, 2 * sums.SUM_ROW, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1,
+         THRESHOLD // 2 + 1, sums.SUM_PARALLEL_MIN - 3, sums.SUM_PARALLEL_MIN + 4097, 16 * THRESHOLD + 5]
+
+
+def vector(n, dtype, seed=0, bad=False, scale=1.0):
+    rng = np.random.default_rng(seed + n)
+    x = (rng.standard_normal(n) * scale).astype(dtype)
+    if n > 16:
+        x[rng.choice(n, 8, replace=False)] = np.array([0.0, -0.0, 1e38, -1e38, 1e-38, -1e-38,
+                                                       np.finfo(dtype).tiny / 8, -np.finfo(dtype).max], dtype)
+    if bad and n > 16:
+        x[rng.choice(n, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    return x
+
+
+def bits(a):
+    a = np.asarray(a)
+    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("bad", [False, True])
+def test_kernel_gives_the_composition_bits(dtype, n, bad):
+    x = vector(n, dtype, bad=bad)
+    scale = 2.0 ** -max(n - 1, 0).bit_length()
+    got = OPS.sign_split_sums(x, scale)
+    want = Fused.sign_split_sums(OPS, x, scale)
+    assert got.dtype == dtype and got.shape == (5,)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    assert np.isnan(got[4]) == (bad and n > 16)
+    if not bad:
+        pos = x >= 0
+        assert got[1] == pos.sum() and got[3] == (~pos).sum()  # the counts (exact below 2^24)
+
+
+def test_only_zero_and_negative_zero():
+    """x >= 0 holds for -0.0: all on the positive side; the sums stay +0.0 (+0.0 padding)."""
+    x = np.full(THRESHOLD + 3, -0.0, np.float32)
+    got = OPS.sign_split_sums(x, 1.0)
+    np.testing.assert_array_equal(bits(got), bits(Fused.sign_split_sums(OPS, x, 1.0)))
+    assert got[1] == x.size and got[3] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sums_are_exact_where_the_scale_keeps_them_finite(dtype):
+    """Entries of the largest magnitude scaled by 2^-k (2^k >= n) cannot overflow the sum."""
+    n = THRESHOLD * 2
+    x = np.full(n, np.finfo(dtype).max, dtype)
+    x[1::2] = -np.finfo(dtype).max
+    k = (n - 1).bit_length()
+    got = OPS.sign_split_sums(x, 2.0 ** -k)
+    assert np.all(np.isfinite(got))
+    assert got[0] / got[1] * 2.0 ** k == np.finfo(dtype).max  # the mean, as onebit takes it
+    assert got[2] / got[3] * 2.0 ** k == np.finfo(dtype).max
+
+
+@pytest.mark.parametrize("n", [THRESHOLD // 2 + 1, 3 * THRESHOLD + 1, sums.SUM_PARALLEL_MIN + 1])
+@pytest.mark.parametrize("absolute", [False, True])
+def test_sum_and_sum_abs_keep_the_halving_order(n, absolute):
+    """The kernel's column tasks (now with a partial last row) against the NumPy pass per level."""
+    x = vector(n, np.float32, seed=3, scale=1e30)
+    got = sums.kernel_sum(x, absolute)
+    y = np.abs(x) if absolute else x
+    p = 1 << (n - 1).bit_length()
+    ref = np.concatenate([y, np.zeros(p - n, np.float32)])
+    while ref.size > 1:
+        ref = ref[: ref.size // 2] + ref[ref.size // 2:]
+    np.testing.assert_array_equal(bits(got), bits(ref[0]))
