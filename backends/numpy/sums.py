@@ -1,6 +1,8 @@
 """The halving-order sum of ``Ops.sum`` on NumPy: a one-pass Numba kernel for
 long float32/float64 vectors (threaded, with bits that do not depend on the
-thread count) and a NumPy pass per level for everything else.
+thread count) and a NumPy pass per level for everything else. The kernel
+also sums terms of x (|x|, and the five of ``Fused.sign_split_sums``, all
+from one pass over memory) without writing them out.
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ FOLD_COLS = 4096  # columns per task of a pass (partial sums of 8 x 4096 entries
 # where(x >= 0, 1, 0), where(x >= 0, 0, -(x * s)), where(x >= 0, 0, 1), x * 0.
 PLAIN, ABS, POS, NPOS, NEG, NNEG, ZERO = range(7)
 SPLIT_MODES = (POS, NPOS, NEG, NNEG, ZERO)  # sign_split_sums' five sums, in its order
-
 
 
 @numba.njit(cache=True, nogil=True)
@@ -51,7 +52,8 @@ def _level_one(a, b, full, w, mode, s, dst):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _split(v, mode, s, one, zero):
-    """The term of a split mode, where's constants as +1.0 and +0.0 (-(x * s), not (-x) * s)."""
+    """The term of a split mode, where's constants as +1.0 and +0.0 (a NaN term's sign
+    bit is the compiler's choice: :func:`split_sums` returns NaN sums as +NaN)."""
     if mode == ZERO:
         return v * zero
     pos = v >= 0
