@@ -22,8 +22,8 @@ free heap at its top, and threads that share one allocator lock (the
 kernels allocate nothing in their loops). It runs once when
 ``backends`` is imported, before any binding starts a thread pool,
 on glibc only: a thread that allocated before keeps the arena it has
-(a threaded Numba kernel run first is enough to bring the faults back). Set ``KFSIM_KEEP_FREED_MEMORY=0`` to
-leave the allocator as it was.
+(a threaded Numba kernel run first is enough to bring the faults back).
+Set ``KFSIM_KEEP_FREED_MEMORY=0`` to leave the allocator as it was.
 """
 from __future__ import annotations
 

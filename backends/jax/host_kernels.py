@@ -127,19 +127,12 @@ def _sum_body(dt, absolute):
 
 
 def _split_body(dt):
-    modes = np.array(sums.SPLIT_MODES)
-
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
         xa, xd = buffer(args, 0)
         sa, _ = buffer(args, 1)
         ra, _ = buffer(rets, 0)
-        n = size(xd)
-        out = _view(ra, 5, dt)
-        out[:] = sums.term_sums(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, modes, _view(sa, 1, dt)[0])
-        for j in range(5):
-            if np.isnan(out[j]):
-                out[j] = np.nan
+        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt))
     return body
 
 

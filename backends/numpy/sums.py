@@ -186,12 +186,21 @@ def _tail(y, m, p, mode, s):
     return _halve_in_place(tail)
 
 
+@numba.njit(cache=True, nogil=True)
+def split_sums_into(x, s, out):
+    """out[:5] = ``Fused.sign_split_sums`` of x (2 <= x.size), a NaN sum as +NaN."""
+    out[:] = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), s)
+    for j in range(out.size):
+        if np.isnan(out[j]):
+            out[j] = np.nan  # one NaN: its sign bit is the compiler's choice (see Fused.sign_split_sums)
+
+
 def split_sums(x: np.ndarray, scale: float) -> np.ndarray:
     """``Fused.sign_split_sums`` of a 1-D float32/float64 array of at least
     2 * SUM_ROW entries: five sums in one pass over x (threaded for long arrays)."""
     x = np.ascontiguousarray(x)
-    out = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), x.dtype.type(scale))
-    out[np.isnan(out)] = np.nan  # one NaN: its sign bit is the compiler's choice (see Fused.sign_split_sums)
+    out = np.empty(len(SPLIT_MODES), x.dtype)
+    split_sums_into(x, x.dtype.type(scale), out)
     return out
 
 

@@ -12,7 +12,7 @@ from backends.numpy.ops import OPS
 from compressors.ops import Fused
 
 THRESHOLD = sums.FOLD * sums.FOLD_COLS  # from here the kernel folds in column tasks
-SIZES = [1, 2, 7, 2 * sums.SUM_ROW - 1, 2 * sums.SUM_ROW, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1,
+SIZES = [0, 1, 2, 7, 2 * sums.SUM_ROW - 1, 2 * sums.SUM_ROW, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1,
          THRESHOLD // 2 + 1, sums.SUM_PARALLEL_MIN - 3, sums.SUM_PARALLEL_MIN + 4097, 16 * THRESHOLD + 5]
 
 
