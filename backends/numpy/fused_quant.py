@@ -9,6 +9,14 @@ integer division so LLVM vectorizes them (the threefry rounds included).
 Arithmetic is written in the array's own float type and in the order of the
 reference: ``(x - offset) * inv_scale`` and ``offset + code * scale`` round
 twice (no fused multiply-add; Numba does not contract without ``fastmath``).
+
+The threefry words of a block are stored as they come and read back as
+uint16, which is the uniforms' order (entry 2m + h takes half h of word m),
+so neither loop shuffles; 8- and 16-bit codes go straight into the output's
+bytes or half-words (and are read back from them), other widths through a
+codes buffer. A thread allocates its buffers once per ``CHUNK`` blocks:
+with one glibc arena (``backends.memory``) the threads would otherwise meet
+on the allocator's lock twice per block.
 """
 from __future__ import annotations
 
@@ -32,51 +40,81 @@ def _bucket_run(i, i1, B, off, scale):
 
 
 @numba.njit(cache=True, nogil=True)
-def _uniform16(a, b, c, m0, m1, u):
-    """u[2(m - m0) + h] = (half h of random_bits[m] + 0.5) / 2**16, h = 0 (low) or 1 (high)."""
-    scale = np.float32(1.0 / 65536.0)
+def _hash_words(a, b, c, m0, m1, hw):
+    """hw[m - m0] = random_bits[m] for m0 <= m < m1; read as uint16 (little-endian),
+    entry 2(m - m0) + h of the view is half h of word m, h = 0 (low) or 1 (high)."""
     base = _U(_U(m0) + b)
     for m in range(m1 - m0):
-        h = threefry_hash(a, b, c, _U(_U(m) + base))
-        u[2 * m] = (np.float32(np.int32(h & _U(0xFFFF))) + np.float32(0.5)) * scale
-        u[2 * m + 1] = (np.float32(np.int32(h >> _U(16))) + np.float32(0.5)) * scale
+        hw[m] = threefry_hash(a, b, c, _U(_U(m) + base))
 
 
-@numba.njit(cache=True, nogil=True)
-def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, codes, u):
-    per = 32 // bits
-    i0 = w0 * per
-    i1 = min(x.size, w1 * per)
-    m0 = i0 >> 1
-    _uniform16(a, b, c, m0, (i1 + 1) >> 1, u)
-    ub = 2 * m0
+@numba.njit(cache=True, nogil=True, inline="always")
+def _round_codes(xs, o, s, top, bits, signed, hs, cs):
+    """cs[t] = code of xs[t] (offset o, inv_scale s) with the uniform (hs[t] + 0.5) / 2**16."""
     zero = top - top
     one = _U(1)
     nil = _U(0)
     high = _U(1) << _U(bits - 1)
+    half = np.float32(0.5)
+    res = np.float32(1.0 / 65536.0)
+    if signed:  # sign and magnitude: the top bit marks x - offset < 0
+        for t in range(xs.size):
+            v = xs[t] - o
+            y = abs(v) * s
+            y = y if y > zero else zero  # NaN -> 0
+            y = top if y > top else y
+            f = np.floor(y)
+            u = (np.float32(hs[t]) + half) * res
+            cs[t] = _U(np.int32(f)) + (one if u < y - f else nil) + (high if v < zero else nil)
+    else:
+        for t in range(xs.size):
+            y = (xs[t] - o) * s
+            y = y if y > zero else zero  # NaN -> 0
+            y = top if y > top else y
+            f = np.floor(y)
+            u = (np.float32(hs[t]) + half) * res
+            cs[t] = _U(np.int32(f)) + (one if u < y - f else nil)  # int32: vectorizes
+
+
+@numba.njit(cache=True, nogil=True)
+def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, codes, hw):
+    """Words [w0, w1) of the packed codes. 8- and 16-bit codes are stored
+    straight into out's bytes or half-words (code j of a word at bit 8j or
+    16j is, little-endian, its byte or half-word j); other widths go through
+    the ``codes`` buffer and :func:`pack_codes`."""
+    per = 32 // bits
+    i0 = w0 * per
+    i1 = min(x.size, w1 * per)
+    m0 = i0 >> 1
+    _hash_words(a, b, c, m0, (i1 + 1) >> 1, hw)
+    h16 = hw.view(np.uint16)
+    ub = 2 * m0
+    if bits == 8:
+        narrow8 = out.view(np.uint8)
+    if bits == 16:
+        narrow16 = out.view(np.uint16)
     i = i0
     while i < i1:
         e, o, s = _bucket_run(i, i1, B, off, inv)
-        xs = x[i:e]
-        cs = codes[i - i0:e - i0]
-        us = u[i - ub:e - ub]
-        if signed:  # sign and magnitude: the top bit marks x - offset < 0
-            for t in range(e - i):
-                v = xs[t] - o
-                y = abs(v) * s
-                y = y if y > zero else zero  # NaN -> 0
-                y = top if y > top else y
-                f = np.floor(y)
-                cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil) + (high if v < zero else nil)
+        hs = h16[i - ub:e - ub]
+        if bits == 8:
+            _round_codes(x[i:e], o, s, top, bits, signed, hs, narrow8[i:e])
+        elif bits == 16:
+            _round_codes(x[i:e], o, s, top, bits, signed, hs, narrow16[i:e])
         else:
-            for t in range(e - i):
-                y = (xs[t] - o) * s
-                y = y if y > zero else zero  # NaN -> 0
-                y = top if y > top else y
-                f = np.floor(y)
-                cs[t] = _U(np.int32(f)) + (one if us[t] < y - f else nil)  # int32: vectorizes
+            _round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - i0:e - i0])
         i = e
-    pack_codes(codes, i1 - i0, bits, out, w0)
+    if bits == 8 or bits == 16:
+        for j in range(i1, w1 * per):  # the unused fields of a last partial word
+            if bits == 8:
+                narrow8[j] = 0
+            else:
+                narrow16[j] = 0
+    else:
+        pack_codes(codes, i1 - i0, bits, out, w0)
+
+
+CHUNK = 16  # blocks per thread-loop iteration (its scratch buffers are allocated once)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -84,19 +122,21 @@ def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
     per = 32 // bits
     nblk = (out.size + WORDS - 1) // WORDS
-    for blk in numba.prange(nblk):
+    for ch in numba.prange((nblk + CHUNK - 1) // CHUNK):
         codes = np.empty(WORDS * per, np.uint32)
-        u = np.empty(WORDS * per + 2, np.float32)
-        w0 = blk * WORDS
-        _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, min(out.size, w0 + WORDS), out, codes, u)
+        hw = np.empty(WORDS * per // 2 + 1, np.uint32)
+        for blk in range(ch * CHUNK, min(nblk, ch * CHUNK + CHUNK)):
+            w0 = blk * WORDS
+            _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, min(out.size, w0 + WORDS), out,
+                            codes, hw)
 
 
 @numba.njit(cache=True, nogil=True)
 def _quantize_serial(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
     codes = np.empty(out.size * (32 // bits), np.uint32)
-    u = np.empty(out.size * (32 // bits) + 2, np.float32)
-    _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, 0, out.size, out, codes, u)
+    hw = np.empty(out.size * (32 // bits) // 2 + 1, np.uint32)
+    _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, 0, out.size, out, codes, hw)
 
 
 def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key, signed: bool = False) -> np.ndarray:
@@ -111,25 +151,41 @@ def quantize_pack(x, offset, inv_scale, bucket: int, top, bits: int, key, signed
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decode_codes(cs, o, s, high, signed, os):
+    """os[t] = o + value(cs[t]) * s; a signed code with the top bit h stands
+    for -(code - h), as h - code."""
+    dt = os.dtype.type
+    if signed:
+        for t in range(os.size):
+            v = dt(cs[t])
+            os[t] = o + (high - v if v >= high else v) * s
+    else:
+        for t in range(os.size):
+            os[t] = o + dt(cs[t]) * s
+
+
 @numba.njit(cache=True, nogil=True)
 def _dequantize_block(words, bits, off, sc, B, signed, w0, w1, out, codes):
+    """Entries of the words [w0, w1); 8- and 16-bit codes are read straight
+    from the words' bytes or half-words, other widths through :func:`unpack_codes`."""
     per = 32 // bits
     i0 = w0 * per
     i1 = min(out.size, w1 * per)
-    unpack_codes(words, w0, w1, bits, codes)
+    if bits != 8 and bits != 16:
+        unpack_codes(words, w0, w1, bits, codes)
+    narrow8 = words.view(np.uint8)
+    narrow16 = words.view(np.uint16)
     high = out.dtype.type(1 << (bits - 1))
     i = i0
     while i < i1:
         e, o, s = _bucket_run(i, i1, B, off, sc)
-        os = out[i:e]
-        cs = codes[i - i0:e - i0]
-        if signed:  # a code with the top bit h stands for -(code - h), as h - code
-            for t in range(e - i):
-                v = cs[t]
-                os[t] = o + (high - v if v >= high else v) * s
+        if bits == 8:
+            _decode_codes(narrow8[i:e], o, s, high, signed, out[i:e])
+        elif bits == 16:
+            _decode_codes(narrow16[i:e], o, s, high, signed, out[i:e])
         else:
-            for t in range(e - i):
-                os[t] = o + cs[t] * s
+            _decode_codes(codes[i - i0:e - i0], o, s, high, signed, out[i:e])
         i = e
 
 
@@ -138,10 +194,11 @@ def _dequantize_parallel(words, bits, off, sc, B, signed, out):
     per = 32 // bits
     nw = (out.size + per - 1) // per
     nblk = (nw + WORDS - 1) // WORDS
-    for blk in numba.prange(nblk):
+    for ch in numba.prange((nblk + CHUNK - 1) // CHUNK):
         codes = np.empty(WORDS * per, out.dtype)
-        w0 = blk * WORDS
-        _dequantize_block(words, bits, off, sc, B, signed, w0, min(nw, w0 + WORDS), out, codes)
+        for blk in range(ch * CHUNK, min(nblk, ch * CHUNK + CHUNK)):
+            w0 = blk * WORDS
+            _dequantize_block(words, bits, off, sc, B, signed, w0, min(nw, w0 + WORDS), out, codes)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -119,6 +119,25 @@ def test_quantize_pack_and_dequantize(n, dtype, bits):
     assert_same_bits(out, Fused.dequantize(NP, words, bits, n, off, step, bucket), "dequantize")
 
 
+@pytest.mark.parametrize("bits", [4, 8, 16, 5])
+@pytest.mark.parametrize("n", [33, BIG + 2])
+def test_quantize_pack_clears_the_unused_fields_of_a_recycled_buffer(bits, n):
+    """The kernels store 8- and 16-bit codes straight into the output's bytes,
+    and 4-bit ones by byte pairs; the unused fields of a last partial word
+    must still be 0 when the (pooled, reused) output buffer held garbage."""
+    from backends.numpy import fused_quant
+
+    x = finite_data(n, np.float32)
+    off, inv, step, top = quant_args(x, 512, bits)
+    ref = Fused.quantize_pack(NP, x, off, inv, 512, top, bits, NP.key(5))
+    per = 32 // bits
+    assert n % per, "the case needs a last partial word"
+    run = fused_quant._quantize_parallel if n >= PARALLEL_MIN else fused_quant._quantize_serial
+    out = np.full(ref.size, 0xFFFFFFFF, np.uint32)
+    run(x, off, inv, 512, np.float32(top), bits, False, np.uint32(0), np.uint32(5), out)
+    assert_same_bits(out, ref, "quantize_pack into a garbage buffer")
+
+
 def test_quantize_pack_rounds_stochastically_without_bias():
     """E[code] = y within 2^-17 + sampling error: 2^20 draws of the same y per bucket."""
     n = 1 << 20
