@@ -2,7 +2,7 @@
 
 Prints, on a 25M-entry float32 vector: ``sum``, ``sum_abs`` and ``sign_split_sums``
 on the NumPy binding (its one-pass kernels) beside the reference compositions
-(``compressors.ops.Fused``) and ``numpy.sum``; and a JAX program with a 100 MB
+(``compressors.fused.Fused``) and ``numpy.sum``; and a JAX program with a 100 MB
 result, with and without ``backends.memory`` (``KFSIM_KEEP_FREED_MEMORY``), in ms
 and page faults per call.
 
@@ -66,7 +66,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args(argv)
     import backends
-    from compressors.ops import Fused
+    from compressors.fused import Fused
 
     ops = backends.get("numpy")
     x = np.random.default_rng(0).standard_normal(args.size).astype(np.float32)

@@ -31,7 +31,7 @@ Free (no kernel, no bytes, not counted): ``reshape``, ``bitcast`` and static
 slicing ``x[a:b]`` (views), constants (``asarray``; static key arithmetic is
 folded into constants at trace time) and a cast to the dtype an array
 already has. Ops whose result reaches no output are dropped (a compiled
-backend never runs them). Fused ops (``compressors.ops.Fused``:
+backend never runs them). Fused ops (``compressors.fused.Fused``:
 ``bucket_min_max``, ``quantize_pack``, ``top_k_abs``, ...) are traced as one
 equation each, at their own inputs and outputs — the one-pass kernel a
 backend may give them — never as the composition that defines them.
@@ -65,7 +65,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compressors.ops import FUSED_NAMES, OP_NAMES
+from compressors.fused import FUSED_NAMES
+from compressors.ops import OP_NAMES
 from compressors.program import BINARY, UNARY, Var, trace_codec, vars_of
 
 CLASSES = ("elementwise", "reduction", "matmul", "select", "gather/scatter", "rng", "pack")
@@ -84,7 +85,7 @@ OP_CLASS: dict[str, str] = {
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
     "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
-    "pack_signs": "pack", "unpack_signs": "pack",
+    "pack_signs": "pack", "unpack_signs": "pack", "natural_pack": "pack", "natural_unpack": "pack",
 }
 _unclassified = (set(OP_NAMES) | set(FUSED_NAMES)) - set(OP_CLASS)
 assert not _unclassified, f"ops without a cost class: {sorted(_unclassified)}"

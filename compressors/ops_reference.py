@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from compressors import ops
-from compressors.ops import FUSED_NAMES, OP_NAMES, Fused, Ops
+from compressors.fused import FUSED_NAMES, Fused
+from compressors.ops import OP_NAMES, Ops
 
 
 def _sections(cls, names) -> list[str]:

@@ -13,7 +13,7 @@ Two consumers:
 
 * the MindSpore lowering (``backends.mindspore.trace`` binds the JAX
   reference and adds its own key handling) traces *through* fused ops
-  (``compressors.ops.Fused``): each becomes its primitive composition, which
+  (``compressors.fused.Fused``): each becomes its primitive composition, which
   is what gets compiled;
 * the cost model (:mod:`compressors.cost`) traces with ``record_fused=True``:
   a fused op is one equation at its own inputs and outputs, the one-pass

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from compressors.core import check, compute_dtype, upcast, words
-from compressors.ops import bucket_grid
+from compressors.fused import bucket_grid
 
 
 def check_bucket(name: str, bucket) -> None:

@@ -16,7 +16,7 @@ quantize(bits=8), int4 = quantize(bits=4). B = 0 means one bucket per
 tensor. Gather: every worker has its own scales.
 
 Written with the fused ops ``bucket_min_max``, ``quantize_pack`` and
-``dequantize`` (``compressors.ops.Fused``): on NumPy each is one pass over
+``dequantize`` (``compressors.fused.Fused``): on NumPy each is one pass over
 memory on all cores.
 
 Wire format (d entries, nb = ceil(d / B) buckets), in this order:

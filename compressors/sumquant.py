@@ -44,7 +44,7 @@ import numpy as np
 from compressors import quant as Q
 from compressors.core import (Compressor, Law, Leaf, Round, check, compute_dtype, dtype_bits, fixed,
                               upcast)
-from compressors.ops import bucket_grid
+from compressors.fused import bucket_grid
 from compressors.registry import canonical, register
 
 CONTAINERS = (np.int8, np.int16, np.int32)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from compressors.ops import FUSED_NAMES, Fused
+from compressors.fused import FUSED_NAMES, Fused
 
 
 class LoweringError(ValueError):

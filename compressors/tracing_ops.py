@@ -8,7 +8,8 @@ import inspect
 
 import numpy as np
 
-from compressors.ops import FUSED_NAMES, OP_NAMES, Fused
+from compressors.fused import FUSED_NAMES, Fused
+from compressors.ops import OP_NAMES
 from compressors.traced import BINARY, LoweringError, Var, has_var
 
 

@@ -41,7 +41,7 @@ from backends.jax.ops import OPS, JaxOps
 from compressors import protocol
 from compressors.buckets import DEFAULT_BUCKET_BYTES
 from compressors.core import Compressor, make_keys
-from compressors.ops import Fused
+from compressors.fused import Fused
 
 
 class MeshOps(JaxOps):

@@ -1,7 +1,7 @@
 """The NumPy binding's one-pass Numba kernels as XLA custom calls, so the JAX
 binding's fused ops run as fast on the CPU as NumPy's (``backends.jax.ffi``).
 
-XLA:CPU runs the reference compositions of ``compressors.ops.Fused`` as
+XLA:CPU runs the reference compositions of ``compressors.fused.Fused`` as
 several loops with threefry, transposes and reductions that it does not
 fuse well (``quantize_pack`` about 10x slower than the NumPy kernel). The
 kernels return the bits of those compositions (``tests/backends/test_fused.py``),
@@ -24,7 +24,7 @@ import numpy as np
 
 from backends.jax import ffi
 from backends.jax.ffi import buffer, ptr, size
-from backends.numpy import fused_minmax, fused_norm, fused_quant, fused_sign, sums
+from backends.numpy import fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, sums
 from backends.numpy.arrays import BF16
 from backends.numpy.blocks import PARALLEL_MIN
 from backends.numpy.casts import NARROW_ALL
@@ -157,6 +157,32 @@ def _unpack_signs_body(width):
     return body
 
 
+def _natural_pack_body(dt):
+    bits_type = np.uint64 if np.dtype(dt) == np.float64 else np.uint32
+    wide = np.dtype(dt) == np.float64
+
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        ka, _ = buffer(args, 1)
+        sa, sd = buffer(rets, 0)
+        ea, ed = buffer(rets, 1)
+        n = size(xd)
+        key = _view(ka, 2, np.uint32)
+        fused_natural.pack_into(_view(xa, n, bits_type), _view(xa, n, dt), wide, key[0], key[1],
+                                _view(sa, size(sd), np.uint32), _view(ea, size(ed), np.uint32))
+    return body
+
+
+@numba.njit(cache=True, nogil=True)
+def _natural_unpack_body(args, rets):
+    sa, sd = buffer(args, 0)
+    ea, ed = buffer(args, 1)
+    ra, rd = buffer(rets, 0)
+    fused_natural.unpack_into(_view(sa, size(sd), np.uint32), _view(ea, size(ed), np.uint32),
+                              _view(ra, size(rd), np.uint32))
+
+
 def _cast_body(kernel, src, dst):
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
@@ -271,6 +297,22 @@ def unpack_signs(words, count: int, pos, neg):
     return _call(f"kfsim_unpack_signs_{_tag(t)}", functools.partial(_unpack_signs_body, width),
                  jax.ShapeDtypeStruct((count,), t), words, lax.bitcast_convert_type(pos, width),
                  lax.bitcast_convert_type(neg, width))
+
+
+def natural_pack(x, key):
+    import jax
+
+    t = np.dtype(x.dtype)
+    words = (jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32), jax.ShapeDtypeStruct((-(-x.size // 4),), np.uint32))
+    return _call(f"kfsim_natural_pack_{_tag(t)}", functools.partial(_natural_pack_body, t.type), words, x, key)
+
+
+def natural_unpack(signs, exps, count: int):
+    import jax
+
+    # declared as float32 and written as its bits (an XLA bitcast of a large array is a copy)
+    return _call("kfsim_natural_unpack", lambda: _natural_unpack_body, jax.ShapeDtypeStruct((count,), np.float32),
+                 signs, exps)
 
 
 NARROWS = (np.dtype(np.float16), BF16)

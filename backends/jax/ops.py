@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from compressors.ops import Fused
+from compressors.fused import Fused
 from backends.jax import host_kernels as host, host_topk
 from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
@@ -179,6 +179,17 @@ class JaxOps(Fused):
                 and host.usable(count, pos, neg) and words.dtype == jnp.uint32 and count <= words.size * 32:
             return host.unpack_signs(words, int(count), pos, neg)
         return Fused.unpack_signs(self, words, count, pos, neg)
+
+    def natural_pack(self, x, key):
+        if x.ndim == 1 and host.usable(x.size, x) and key.dtype == jnp.uint32 and key.shape == (2,):
+            return host.natural_pack(x, key)
+        return Fused.natural_pack(self, x, key)
+
+    def natural_unpack(self, signs, exps, count):
+        if host.usable(count) and signs.dtype == jnp.uint32 and exps.dtype == jnp.uint32 \
+                and 0 <= count <= signs.size * 32 and count <= exps.size * 4:
+            return host.natural_unpack(signs, exps, int(count))
+        return Fused.natural_unpack(self, signs, exps, count)
 
     @staticmethod
     def gather(x, idx):

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from compressors.ops import OP_NAMES, Fused
+from compressors.fused import Fused
+from compressors.ops import OP_NAMES
 
 _CACHE: dict = {}
 

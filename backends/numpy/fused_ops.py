@@ -1,6 +1,6 @@
-"""The fused ops (``compressors.ops.Fused``) of the NumPy binding: each runs
+"""The fused ops (``compressors.fused.Fused``) of the NumPy binding: each runs
 its one-pass Numba kernel (``fused_minmax``, ``fused_norm``, ``fused_quant``, ``fused_topk``,
-``sums``, ``fused_sign``, ``fused_add``, ``fused_lowrank``) where the kernel
+``sums``, ``fused_sign``, ``fused_natural``, ``fused_add``, ``fused_lowrank``) where the kernel
 takes the arguments, and the reference composition otherwise.
 :class:`backends.numpy.ops.NumpyOps` inherits them.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits
-from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_norm, fused_quant, fused_sign, fused_topk, \
-    threefry
+from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, \
+    fused_topk, threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
 from backends.numpy.sums import SUM_ROW, kernel_sum, split_sums
-from compressors.ops import Fused
+from compressors.fused import Fused
 
 
 class NumpyFused(Fused):
@@ -99,6 +99,20 @@ class NumpyFused(Fused):
         if not 0 <= count <= words.size * 32:
             raise ValueError(f"unpack_signs: {count} bits do not fit in {words.size} words")
         return fused_sign.unpack_signs(words, int(count), pos, neg)
+
+    def natural_pack(self, x, key):
+        x = vector(x, "natural_pack")
+        if x.dtype not in KERNEL_FLOATS:
+            return Fused.natural_pack(self, x, key)
+        return fused_natural.natural_pack(np.ascontiguousarray(x), threefry.check_key(key))
+
+    def natural_unpack(self, signs, exps, count):
+        signs = np.ascontiguousarray(as_array(signs), dtype=np.uint32)
+        exps = np.ascontiguousarray(as_array(exps), dtype=np.uint32)
+        if not (0 <= count <= signs.size * 32 and count <= exps.size * 4):
+            raise ValueError(f"natural_unpack: {count} entries do not fit in {signs.size} sign words "
+                             f"and {exps.size} exponent words")
+        return fused_natural.natural_unpack(signs, exps, int(count))
 
     def add(self, a, b):
         a, b = as_array(a), as_array(b)

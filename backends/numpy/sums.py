@@ -19,7 +19,7 @@ FOLD_COLS = 4096  # columns per task of a pass (partial sums of 8 x 4096 entries
 
 
 # What the sum adds up, entry by entry (``mode``; ``s`` a power of two): x, |x|, and the
-# terms of :meth:`compressors.ops.Fused.sign_split_sums`: where(x >= 0, x * s, 0),
+# terms of :meth:`compressors.fused.Fused.sign_split_sums`: where(x >= 0, x * s, 0),
 # where(x >= 0, 1, 0), where(x >= 0, 0, -(x * s)), where(x >= 0, 0, 1), x * 0.
 PLAIN, ABS, POS, NPOS, NEG, NNEG, ZERO = range(7)
 SPLIT_MODES = (POS, NPOS, NEG, NNEG, ZERO)  # sign_split_sums' five sums, in its order

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import backends
-from compressors.ops import Fused
+from compressors.fused import Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 from tests.backends.test_fused import BIG, data
 

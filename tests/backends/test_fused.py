@@ -1,4 +1,4 @@
-"""The fused ops (``compressors.ops.Fused``): every backend's implementation
+"""The fused ops (``compressors.fused.Fused``): every backend's implementation
 gives the bits of the reference composition.
 
 NumPy overrides each fused op with a one-pass Numba kernel (serial below
@@ -17,7 +17,7 @@ from backends.numpy.blocks import PARALLEL_MIN, ROWS_PARALLEL_MIN
 from backends.numpy.fused_lowrank import thin_matmul
 from backends.numpy.fused_topk import TOPK_MIN, sample_size, top_k_abs_rows
 from backends.numpy.sums import halving_sum
-from compressors.ops import FUSED_NAMES, Fused
+from compressors.fused import FUSED_NAMES, Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 
 NP = backends.get("numpy")
@@ -59,8 +59,8 @@ def on_jax(fn, *args, dtype):
 
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
-                                "bucket_norm", "sign_split_sums", "pack_signs", "unpack_signs", "add", "matmul_nt",
-                                "sub_matmul_nt"}
+                                "bucket_norm", "sign_split_sums", "pack_signs", "unpack_signs", "natural_pack",
+                                "natural_unpack", "add", "matmul_nt", "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -10,7 +10,7 @@ import pytest
 import backends
 from backends.numpy import casts, fused_norm
 from backends.numpy.arrays import BF16
-from compressors.ops import Fused
+from compressors.fused import Fused
 from tests.backends.ops_backends import assert_same_bits
 from tests.backends.test_fused import BIG, FLOATS, JAX_SIZES, SIZES, data, on_jax
 

@@ -12,7 +12,7 @@ import pytest
 
 import backends
 from backends.jax import host_topk
-from compressors.ops import Fused
+from compressors.fused import Fused
 
 JAX = backends.get("jax")
 NP = backends.get("numpy")

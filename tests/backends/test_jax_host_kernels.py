@@ -1,5 +1,5 @@
 """The JAX binding's fused ops as XLA custom calls (``backends.jax.host_kernels``)
-return the bits of the compositions they replace (``compressors.ops.Fused``, which
+return the bits of the compositions they replace (``compressors.fused.Fused``, which
 run when ``host.usable`` says no): at tensor sizes above ``HOST_MIN`` with odd
 tails, at the edges of the float range, for float32 and float64, and under vmap.
 """
@@ -138,6 +138,26 @@ def test_signs(both, dtype):
     pos, neg = jnp.asarray(2.5, dtype), jnp.asarray(-np.inf, dtype)
     assert_same_bits(*both(lambda w: OPS.unpack_signs(w, N, pos, neg), words))
     assert_same_bits(*both(lambda w: OPS.unpack_signs(w, N - 5, pos, pos), words))  # count short of the words
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_natural_codec(both, dtype):
+    """Natural compression's codec. XLA:CPU reads subnormal inputs as 0 while the
+    kernel rounds them as NumPy does, so: the call against the composition on
+    NumPy with subnormals, and against XLA's composition without them."""
+    from backends.numpy.ops import OPS as NPO
+    from compressors.fused import Fused
+
+    x, key = with_bad(edge_vector(dtype)), jnp.asarray(NPO.key(4))
+    got = jax.jit(OPS.natural_pack)(x, key)
+    with np.errstate(all="ignore"):
+        assert_same_bits(got, Fused.natural_pack(NPO, x, np.asarray(key)))
+    normal = np.where(np.abs(x) < np.finfo(dtype).tiny, dtype(0), x)
+    assert_same_bits(*both(lambda v: OPS.natural_pack(v, key), normal))
+    assert_same_bits(*both(lambda s, e: OPS.natural_unpack(s, e, N), *got))
+    assert_same_bits(*both(lambda s, e: OPS.natural_unpack(s, e, N - 7), *got))  # count short of the words
+    two = jax.jit(jax.vmap(lambda v: OPS.natural_pack(v, key)))(np.stack([x, -x]))
+    assert_same_bits(jax.tree.map(lambda a: a[1], two), jax.jit(OPS.natural_pack)(-x, key))
 
 
 @pytest.mark.parametrize("narrow", [np.float16, BF16])

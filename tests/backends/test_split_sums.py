@@ -1,5 +1,5 @@
 """``sign_split_sums`` on the NumPy binding: the one-pass kernel (``backends.numpy.sums``)
-returns the composition's bits (``compressors.ops.Fused``) at every size the kernel
+returns the composition's bits (``compressors.fused.Fused``) at every size the kernel
 takes, around its thresholds, for float32 and float64 and at the edges of the range;
 and the halving sums it shares with ``sum``/``sum_abs`` keep their bits."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from backends.numpy import sums
 from backends.numpy.ops import OPS
-from compressors.ops import Fused
+from compressors.fused import Fused
 
 THRESHOLD = sums.FOLD * sums.FOLD_COLS  # from here the kernel folds in column tasks
 SIZES = [0, 1, 2, 7, 2 * sums.SUM_ROW - 1, 2 * sums.SUM_ROW, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1,

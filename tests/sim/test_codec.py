@@ -9,7 +9,8 @@ import compressors
 from backends.jax.ops import OPS as J
 from compressors import cost
 from compressors.core import Compressor, Law, fixed, mean_of, single_round
-from compressors.ops import FUSED_NAMES, OP_NAMES
+from compressors.fused import FUSED_NAMES
+from compressors.ops import OP_NAMES
 from compressors.program import trace_codec
 from compressors.registry import register, unregister
 from kfsim import catalog
