@@ -30,30 +30,38 @@ def _pack_width(codes, m, bits, per, out, w0):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _pack_nibbles(codes, m, out, w0):
-    """4-bit codes, two to a byte of out's words (little-endian: code 2k + h of
-    the block is bits 4h..4h+3 of byte k): a byte loop vectorizes where the
-    word loop's 8-way gather does not."""
+def _pack_bytes(codes, m, bits, pb, out, w0):
+    """Codes of 1, 2 or 4 bits, ``pb = 8 // bits`` to a byte of out's words
+    (little-endian: code pb*k + t of the block is bits t*bits.. of byte k):
+    a byte loop vectorizes where the word loop's 32 // bits-way gather does not."""
     ob = out.view(np.uint8)[4 * w0:]
-    half = m // 2
-    for k in range(half):
-        ob[k] = np.uint8(codes[2 * k] | (codes[2 * k + 1] << _U(4)))
-    if m % 2:
-        ob[half] = np.uint8(codes[m - 1])
-        half += 1
-    for k in range(half, -(-m // 8) * 4):  # the unused fields of a last partial word
+    full = m // pb
+    for k in range(full):
+        acc = _U(0)
+        for t in range(pb):
+            acc |= _U(codes[pb * k + t] << _U(t * bits))
+        ob[k] = np.uint8(acc)
+    used = full
+    if full * pb < m:
+        acc = _U(0)
+        for t in range(m - full * pb):
+            acc |= _U(codes[full * pb + t] << _U(t * bits))
+        ob[full] = np.uint8(acc)
+        used += 1
+    for k in range(used, -(-m // (4 * pb)) * 4):  # the unused fields of a last partial word
         ob[k] = 0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _unpack_nibbles(words, w0, w1, codes):
-    """codes[2k + h] = nibble h of byte k of words[w0:w1], as codes' dtype."""
+def _unpack_bytes(words, w0, w1, bits, pb, codes):
+    """codes[pb*k + t] = code t of byte k of words[w0:w1] (1, 2 or 4 bits), as codes' dtype."""
     wb = words.view(np.uint8)[4 * w0:4 * w1]
+    mask = np.uint8((1 << bits) - 1)
     dt = codes.dtype.type
     for k in range(wb.size):
         v = wb[k]
-        codes[2 * k] = dt(v & np.uint8(15))
-        codes[2 * k + 1] = dt(v >> np.uint8(4))
+        for t in range(pb):
+            codes[pb * k + t] = dt((v >> np.uint8(t * bits)) & mask)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -64,11 +72,11 @@ def pack_codes(codes, m, bits, out, w0):
     if bits == 8:
         _pack_width(codes, m, 8, 4, out, w0)
     elif bits == 4:
-        _pack_nibbles(codes, m, out, w0)
+        _pack_bytes(codes, m, 4, 2, out, w0)
     elif bits == 1:
-        _pack_width(codes, m, 1, 32, out, w0)
+        _pack_bytes(codes, m, 1, 8, out, w0)
     elif bits == 2:
-        _pack_width(codes, m, 2, 16, out, w0)
+        _pack_bytes(codes, m, 2, 4, out, w0)
     elif bits == 16:
         _pack_width(codes, m, 16, 2, out, w0)
     else:
@@ -94,11 +102,11 @@ def unpack_codes(words, w0, w1, bits, codes):
     if bits == 8:
         _unpack_width(words, w0, w1, 8, 4, codes)
     elif bits == 4:
-        _unpack_nibbles(words, w0, w1, codes)
+        _unpack_bytes(words, w0, w1, 4, 2, codes)
     elif bits == 1:
-        _unpack_width(words, w0, w1, 1, 32, codes)
+        _unpack_bytes(words, w0, w1, 1, 8, codes)
     elif bits == 2:
-        _unpack_width(words, w0, w1, 2, 16, codes)
+        _unpack_bytes(words, w0, w1, 2, 4, codes)
     elif bits == 16:
         _unpack_width(words, w0, w1, 16, 2, codes)
     else:

@@ -119,11 +119,11 @@ def test_quantize_pack_and_dequantize(n, dtype, bits):
     assert_same_bits(out, Fused.dequantize(NP, words, bits, n, off, step, bucket), "dequantize")
 
 
-@pytest.mark.parametrize("bits", [4, 8, 16, 5])
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16, 5])
 @pytest.mark.parametrize("n", [33, BIG + 2])
 def test_quantize_pack_clears_the_unused_fields_of_a_recycled_buffer(bits, n):
     """The kernels store 8- and 16-bit codes straight into the output's bytes,
-    and 4-bit ones by byte pairs; the unused fields of a last partial word
+    and 1-, 2- and 4-bit ones a byte at a time; the unused fields of a last partial word
     must still be 0 when the (pooled, reused) output buffer held garbage."""
     from backends.numpy import fused_quant
 
