@@ -129,10 +129,12 @@ class Fused:
         (in place where x is dead)."""
         return x - self.scatter_add(x.size, idx, self.gather(x, idx))
 
-    def sum_abs(self, x: Array) -> Array:
-        """``sum(abs(x))`` of a 1-D float array, in :meth:`Ops.sum`'s halving
-        order (the L1 norm; x's dtype)."""
-        return self.sum(self.abs(x))
+    def sum_abs(self, x: Array, scale: float = 1.0) -> Array:
+        """``sum(abs(x * scale))`` of a 1-D float array, in :meth:`Ops.sum`'s
+        halving order (the L1 norm; x's dtype). ``scale``, a power of two
+        (exact), keeps a long sum of large entries finite without a scaled
+        copy of x."""
+        return self.sum(self.abs(x if scale == 1.0 else x * scale))
 
     def sign_split_sums(self, x: Array, scale: float) -> Array:
         """The sums of the two sides of a 1-D float array, ``pos = x >= 0``

@@ -81,9 +81,8 @@ def _scaled_leaf(two_scales: bool):
             sn = sums[2] / ops.maximum(sums[3], 1.0) * 2.0**k + bad
             scales = ops.astype(ops.stack([sp, sn]), np.float32)
         else:
-            xs = xf * 2.0**-k if k else xf
             d = max(xf.size, 1)
-            scales = ops.astype(ops.reshape(ops.sum_abs(xs) / float(d) * 2.0**k, (1,)), np.float32)
+            scales = ops.astype(ops.reshape(ops.sum_abs(xf, 2.0**-k) / float(d) * 2.0**k, (1,)), np.float32)
         return (pack_signs(ops, x), scales), state
 
     def decompress(ops, payload, x):

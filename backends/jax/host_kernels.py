@@ -120,9 +120,11 @@ def _sum_body(dt, absolute):
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
         xa, xd = buffer(args, 0)
+        sa, _ = buffer(args, 1)
         ra, _ = buffer(rets, 0)
         n = size(xd)
-        _view(ra, 1, dt)[0] = sums.halving_sum(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, absolute)
+        _view(ra, 1, dt)[0] = sums.halving_sum(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, absolute,
+                                               _view(sa, 1, dt)[0])
     return body
 
 
@@ -262,12 +264,13 @@ def bucket_norm(x, bucket: int):
                  jax.ShapeDtypeStruct((nb,), t), x, _params(bucket))
 
 
-def halving_sum(x, absolute: bool):
+def halving_sum(x, absolute: bool, scale: float = 1.0):
+    """The halving sum of x (of |x * scale| if ``absolute``; scale a power of two)."""
     import jax
 
     t = np.dtype(x.dtype)
     return _call(f"kfsim_sum{'_abs' if absolute else ''}_{_tag(t)}", functools.partial(_sum_body, t.type, absolute),
-                 jax.ShapeDtypeStruct((), t), x)
+                 jax.ShapeDtypeStruct((), t), x, np.asarray(scale, t))
 
 
 def sign_split_sums(x, scale):

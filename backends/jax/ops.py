@@ -158,10 +158,10 @@ class JaxOps(Fused):
             return host.bucket_norm(x, int(bucket))
         return Fused.bucket_norm(self, x, bucket)
 
-    def sum_abs(self, x):
+    def sum_abs(self, x, scale=1.0):
         if x.ndim == 1 and host.usable(x.size, x):
-            return host.halving_sum(x, True)
-        return Fused.sum_abs(self, x)
+            return host.halving_sum(x, True, float(scale))
+        return Fused.sum_abs(self, x, scale)
 
     def sign_split_sums(self, x, scale):
         if x.ndim == 1 and host.usable(x.size, x):

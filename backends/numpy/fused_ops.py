@@ -72,11 +72,11 @@ class NumpyFused(Fused):
             out[at] = np.where(v == 0, v, v - v)
         return out
 
-    def sum_abs(self, x):
+    def sum_abs(self, x, scale=1.0):
         x = vector(x, "sum_abs")
         if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
-            return Fused.sum_abs(self, x)
-        return kernel_sum(x, True)
+            return Fused.sum_abs(self, x, scale)
+        return kernel_sum(x, True, scale)
 
     def sign_split_sums(self, x, scale):
         x = vector(x, "sign_split_sums")

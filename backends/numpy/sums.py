@@ -38,11 +38,11 @@ def _level_one(a, b, full, w, mode, s, dst):
             dst[c] = a[c] + b[c]
         for c in range(w - full):
             dt[c] = at[c] + z
-    elif mode == ABS:
+    elif mode == ABS:  # |v * s|: s a power of two (1 for the plain |x|), so exact
         for c in range(full):
-            dst[c] = abs(a[c]) + abs(b[c])
+            dst[c] = abs(a[c] * s) + abs(b[c] * s)
         for c in range(w - full):
-            dt[c] = abs(at[c]) + z
+            dt[c] = abs(at[c] * s) + z
     else:
         for c in range(full):
             dst[c] = _split(a[c], mode, s, one, z) + _split(b[c], mode, s, one, z)
@@ -128,9 +128,9 @@ def _halve_in_place(y):
 
 
 @numba.njit(cache=True, nogil=True)
-def halving_sum(x, parallel, absolute):
-    """``Ops.sum`` of a 1-D float array (of ``|x|`` if ``absolute``), 2 <= x.size."""
-    return term_sums(x, parallel, np.array([ABS if absolute else PLAIN]), x.dtype.type(1))[0]
+def halving_sum(x, parallel, absolute, scale=1.0):
+    """``Ops.sum`` of a 1-D float array (of ``|x * scale|`` if ``absolute``), 2 <= x.size."""
+    return term_sums(x, parallel, np.array([ABS if absolute else PLAIN]), x.dtype.type(scale))[0]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -182,7 +182,7 @@ def _tail(y, m, p, mode, s):
     one, zero = y.dtype.type(1), y.dtype.type(0)
     for i in range(m):
         v = y[i]
-        tail[i] = v if mode == PLAIN else abs(v) if mode == ABS else _split(v, mode, s, one, zero)
+        tail[i] = v if mode == PLAIN else abs(v * s) if mode == ABS else _split(v, mode, s, one, zero)
     return _halve_in_place(tail)
 
 
@@ -204,10 +204,11 @@ def split_sums(x: np.ndarray, scale: float) -> np.ndarray:
     return out
 
 
-def kernel_sum(x: np.ndarray, absolute: bool) -> np.ndarray:
-    """The one-pass halving-sum kernel (of |x| if ``absolute``) of a 1-D
+def kernel_sum(x: np.ndarray, absolute: bool, scale: float = 1.0) -> np.ndarray:
+    """The one-pass halving-sum kernel (of |x * scale| if ``absolute``) of a 1-D
     float32/float64 array of at least 2 * SUM_ROW entries, threaded for long ones."""
-    return np.asarray(halving_sum(np.ascontiguousarray(x), x.size >= SUM_PARALLEL_MIN, absolute), dtype=x.dtype)
+    return np.asarray(halving_sum(np.ascontiguousarray(x), x.size >= SUM_PARALLEL_MIN, absolute, scale),
+                      dtype=x.dtype)
 
 
 def sum_halving(x: np.ndarray, axis) -> np.ndarray:

@@ -220,6 +220,18 @@ def test_sum_abs(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [5, 4_099, (1 << 20) + 77])
+def test_scaled_sum_abs_stays_finite_where_the_plain_one_overflows(n, dtype):
+    x = finite_data(n, dtype) * dtype.type(np.finfo(dtype).max / 8)
+    scale = 2.0 ** -(n - 1).bit_length()
+    got = NP.sum_abs(x, scale)
+    assert_same_bits(got, Fused.sum_abs(NP, x, scale), "scaled sum_abs")
+    assert_same_bits(on_jax(Fused.sum_abs, x, scale, dtype=dtype), got, "scaled sum_abs (JAX)")
+    assert np.isfinite(got) and (n < 16 or not np.isfinite(NP.sum_abs(x)))
+    assert_same_bits(got, NP.sum_abs(x * dtype.type(scale)), "scaled sum_abs = sum_abs of the scaled copy")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("finite", [True, False])
 def test_sign_split_sums(n, dtype, finite):

@@ -110,6 +110,7 @@ def test_sums_at_extreme_magnitudes_overflow_alike(both, dtype):
     x[::7] = -info.max / 3
     assert_same_bits(*both(OPS.sum, x))
     assert_same_bits(*both(OPS.sum_abs, x))
+    assert_same_bits(*both(lambda v: OPS.sum_abs(v, 2.0**-20), x))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
