@@ -97,6 +97,9 @@ def _min_max_body(dt):
 
 
 def _norm_body(dt):
+    it, inf_key, _ = fused_minmax.SIGNED[np.dtype(dt)]
+    inf_bits = it(inf_key)
+
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
         xa, xd = buffer(args, 0)
@@ -108,11 +111,11 @@ def _norm_body(dt):
         P = 1
         while P < B:
             P <<= 1
-        x, out = _view(xa, n, dt), _view(ra, nb, dt)
+        x, xi, out = _view(xa, n, dt), _view(xa, n, it), _view(ra, nb, dt)
         if n >= PARALLEL_MIN and nb > 1:
-            fused_norm._norms_parallel(x, B, P, out)
-        else:
-            fused_norm._norms(x, B, P, 0, nb, out)
+            fused_norm._norms_parallel(x, xi, inf_bits, B, P, out)
+        elif nb:
+            fused_norm._norms(x, xi, inf_bits, B, P, 0, nb, out)
     return body
 
 

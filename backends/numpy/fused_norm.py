@@ -1,6 +1,9 @@
 """``Fused.bucket_norm`` as one Numba pass: each bucket is read once into a
 row buffer (|v| max, then the exactly scaled squares), summed there in the
 halving order; buckets run on all cores from ``PARALLEL_MIN`` entries.
+The max of |v| is taken on the floats' bits with the sign cleared, as
+integers: they order as the magnitudes do (a NaN above +inf), and an
+integer max vectorizes where a float one, with its NaN rule, does not.
 Buckets longer than ``ROW_MAX`` take the composition (its passes use the
 one-pass 1-D sum kernel).
 """
@@ -12,22 +15,27 @@ import numba
 import numpy as np
 
 from backends.numpy.blocks import PARALLEL_MIN
+from backends.numpy.fused_minmax import SIGNED
 
 ROW_MAX = 1 << 16  # longest bucket the kernel takes (its row buffer stays in L2)
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_norm(x, lo, hi, P, buf):
-    """The norm of x[lo:hi] zero-padded to P = next_pow2(B) entries."""
+def _row_norm(x, xi, lo, hi, P, buf, inf_bits, key, kf):
+    """The norm of x[lo:hi] (hi > lo) zero-padded to P = next_pow2(B) entries;
+    xi: x's bits as signed integers, inf_bits: those of +inf; key/kf: one
+    integer and its float view (scratch)."""
     t = x.dtype.type
-    m = t(0)
-    nan = False
-    for i in range(lo, hi):
-        a = abs(x[i])
-        nan |= a != a
-        m = a if a > m else m
-    if nan or m == t(np.inf):
+    it = xi.dtype.type
+    mask = it(inf_bits | (inf_bits - it(1)))  # 0x7F..F: every bit but the sign
+    seg = xi[lo:hi]
+    mi = it(seg[0] & mask)
+    for i in range(hi - lo):  # from 0 over a slice: no negative-index check, so it vectorizes
+        mi = max(mi, it(seg[i] & mask))
+    if mi >= inf_bits:  # a NaN or an infinity
         return t(np.nan)
+    key[0] = mi
+    m = kf[0]
     m = m if m > t(2.0**-126) else t(2.0**-126)
     f, e = math.frexp(float(m))  # m = f * 2**e exactly
     p = t(2.0 ** -e)  # exact in x's dtype (at worst subnormal): v * p is ldexp(v, -e)
@@ -47,17 +55,25 @@ def _row_norm(x, lo, hi, P, buf):
 
 
 @numba.njit(cache=True, nogil=True)
-def _norms(x, B, P, b0, b1, out):
+def _norms(x, xi, inf_bits, B, P, b0, b1, out):
     buf = np.empty(P, x.dtype)
+    key = np.empty(1, xi.dtype)
+    kf = key.view(x.dtype)
     for b in range(b0, b1):
-        out[b] = _row_norm(x, b * B, min(x.size, (b + 1) * B), P, buf)
+        out[b] = _row_norm(x, xi, b * B, min(x.size, (b + 1) * B), P, buf, inf_bits, key, kf)
 
 
 @numba.njit(cache=True, parallel=True)
-def _norms_parallel(x, B, P, out):
+def _norms_parallel(x, xi, inf_bits, B, P, out):
     per = max(1, 16384 // B)  # buckets per task
     for t in numba.prange((out.size + per - 1) // per):
-        _norms(x, B, P, t * per, min(out.size, (t + 1) * per), out)
+        _norms(x, xi, inf_bits, B, P, t * per, min(out.size, (t + 1) * per), out)
+
+
+def bits_of(x: np.ndarray):
+    """(x's bits as signed integers, the bits of +inf in that type)."""
+    it, inf_key, _ = SIGNED[x.dtype]
+    return x.view(it), it(inf_key)
 
 
 def applies(x, bucket: int) -> bool:
@@ -71,8 +87,9 @@ def bucket_norm(x: np.ndarray, bucket: int) -> np.ndarray:
     nb = -(-x.size // B)
     P = 1 << max(B - 1, 0).bit_length()
     out = np.empty(nb, x.dtype)
+    xi, inf_bits = bits_of(x)
     if x.size >= PARALLEL_MIN and nb > 1:
-        _norms_parallel(x, B, P, out)
-    else:
-        _norms(x, B, P, 0, nb, out)
+        _norms_parallel(x, xi, inf_bits, B, P, out)
+    elif nb:
+        _norms(x, xi, inf_bits, B, P, 0, nb, out)
     return out
