@@ -1,7 +1,7 @@
 """The NumPy binding's fused kernels beside the compositions that define them, in one run.
 
-For each fused op of the quantizers, natural compression and the sign
-codecs, on a 25M-entry float32 gradient: the one-pass Numba kernel
+For each fused op of the quantizers (QSGD's bucket norms too), natural
+compression and the sign codecs, on a 25M-entry float32 gradient: the one-pass Numba kernel
 (``backends.numpy``) and the reference composition (``compressors.fused.Fused``
 run on the same binding's primitive ops), timed alternately (kernel,
 composition, kernel, ...) so that a machine whose speed drifts affects both
@@ -56,6 +56,7 @@ def cases(NP, Fused, x):
         out.append((f"dequantize {bits}-bit", lambda w=words, m=mn, s=step, b=bits: NP.dequantize(w, b, n, m, s, B),
                     lambda w=words, m=mn, s=step, b=bits: Fused.dequantize(NP, w, b, n, m, s, B), 0))
     out.append(("bucket_min_max 512", lambda: NP.bucket_min_max(x, 512), lambda: Fused.bucket_min_max(NP, x, 512), 0))
+    out.append(("bucket_norm 512", lambda: NP.bucket_norm(x, 512), lambda: Fused.bucket_norm(NP, x, 512), 0))
     signs, exps = NP.natural_pack(x, key)
     out.append(("natural_pack", lambda: NP.natural_pack(x, key), lambda: Fused.natural_pack(NP, x, key), n))
     out.append(("natural_unpack", lambda: NP.natural_unpack(signs, exps, n),
