@@ -26,6 +26,7 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
+from backends.numpy.fused_sign import bytes_to_words
 from backends.numpy.threefry import key_schedule, threefry_hash
 
 _U = np.uint32
@@ -87,14 +88,7 @@ def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp):
             code, s = _code32(xs[t], k)
             es[t] = np.uint8(code)
             tmp[t] = np.uint8(s)
-    for j in range(i1 - i0, (w1 - w0) * 32):
-        tmp[j] = 0
-    os = signs[w0:w1]
-    for w in range(w1 - w0):
-        acc = _U(0)
-        for t in range(32):
-            acc |= _U(tmp[w * 32 + t]) << _U(t)
-        os[w] = acc
+    bytes_to_words(tmp, i1 - i0, signs[w0:w1])
 
 
 @numba.njit(cache=True, parallel=True)

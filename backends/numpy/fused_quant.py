@@ -104,12 +104,10 @@ def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, cod
         else:
             _round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - i0:e - i0])
         i = e
-    if bits == 8 or bits == 16:
-        for j in range(i1, w1 * per):  # the unused fields of a last partial word
-            if bits == 8:
-                narrow8[j] = 0
-            else:
-                narrow16[j] = 0
+    if bits == 8:
+        narrow8[i1:w1 * per] = 0  # the unused fields of a last partial word
+    elif bits == 16:
+        narrow16[i1:w1 * per] = 0
     else:
         pack_codes(codes, i1 - i0, bits, out, w0)
 

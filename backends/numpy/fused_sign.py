@@ -15,24 +15,31 @@ _U = np.uint32
 
 
 @numba.njit(cache=True, nogil=True)
+def bytes_to_words(tmp, m, out):
+    """out[w] = bits of the 0/1 bytes tmp[32w : 32w + 32] (bit t from byte
+    32w + t) for the first m bytes, the bytes past m taken as 0 (tmp is
+    scratch of at least 32 * out.size bytes). Eight bytes become a byte of
+    bits by one multiply: bit j of ``(v * 0x0102040810204080) >> 56`` is byte
+    j of v (no partial products collide, so nothing carries)."""
+    for i in range(m, out.size * 32):
+        tmp[i] = 0
+    octets = tmp.view(np.uint64)
+    for w in range(out.size):
+        acc = _U(0)
+        for q in range(4):
+            acc |= _U((octets[4 * w + q] * np.uint64(0x0102040810204080)) >> np.uint64(56)) << _U(8 * q)
+        out[w] = acc
+
+
+@numba.njit(cache=True, nogil=True)
 def _signs_block(x, w0, w1, out, tmp):
     """Sign words [w0, w1): a byte 0/1 per entry into ``tmp`` (a loop that
-    vectorizes), then eight bytes to a byte of bits by one multiply (bit j
-    of ``(v * 0x0102040810204080) >> 56`` is byte j of v; no partial
-    products collide, so nothing carries)."""
+    vectorizes), then :func:`bytes_to_words`."""
     zero = x.dtype.type(0)
     xs = x[w0 * 32:w1 * 32]
     for i in range(xs.size):
         tmp[i] = np.uint8(1) if xs[i] < zero else np.uint8(0)
-    for i in range(xs.size, (w1 - w0) * 32):
-        tmp[i] = 0
-    octets = tmp.view(np.uint64)
-    os = out[w0:w1]
-    for w in range(w1 - w0):
-        acc = _U(0)
-        for q in range(4):
-            acc |= _U((octets[4 * w + q] * np.uint64(0x0102040810204080)) >> np.uint64(56)) << _U(8 * q)
-        os[w] = acc
+    bytes_to_words(tmp, xs.size, out[w0:w1])
 
 
 @numba.njit(cache=True, parallel=True)
