@@ -137,6 +137,10 @@ CASES = [
     (["launch", "--timeout", "1 fortnight"], "--timeout"),
     (["launch", "--resume", "5"], "--ckpt-dir"),
     (["launch", "--timeout", "0"], "--timeout"),
+    (["launch", "--bucket-mb", "0"], "--bucket-mb"),
+    (["launch", "--bucket-mb", "nan"], "--bucket-mb"),
+    (["launch", "--bucket-mb", "-2"], "--bucket-mb"),
+    (["launch", "-c", "native", "--bucket-mb", "4"], "native baseline"),
     # testbed / calibrate / validate (rejected before any namespace or root check)
     (["testbed", "--workers", "1000"], "--workers"),
     (["testbed", "--workers", "0"], "--workers"),

@@ -38,6 +38,10 @@ def launch_cmd(
     device: str = typer.Option("CPU", help="CPU (tested); GPU or Ascend (passed to MindSpore, untested here)"),
     rng: str = typer.Option("exact", help="exact: JAX threefry bits; fast: MindSpore's own RNG"),
     collective: str = typer.Option("auto", help="auto (AllReduce/AllGather by law), allgather, allreduce"),
+    bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb", metavar="MiB",
+                                              help="the reducer's bucket cap in MiB (2^20 B) of dense gradient, "
+                                                   "as the simulator's (default 25): one collective per bucket "
+                                                   "and round"),
     local_steps: Optional[int] = local_options.local_steps(),
     outer_lr: float = local_options.outer_lr(),
     outer_momentum: float = local_options.outer_momentum(),
@@ -87,6 +91,8 @@ def launch_cmd(
         for flag, v in (("--timeout", timeout), ("--stall", stall)):
             if not v > 0:
                 raise ValueError(f"{flag} must be > 0 s, got {v:g}")
+        if bucket_mb is not None and not 0 < bucket_mb < float("inf"):
+            raise ValueError(f"--bucket-mb must be a positive number of MiB, got {bucket_mb:g}")
         if record is not None:
             check_out_file(record, "--record")
         if ckpt_dir is not None:
@@ -101,6 +107,7 @@ def launch_cmd(
                          allow_changes=[k.strip() for v in allow_change for k in v.split(",") if k.strip()],
                          fingerprint_every=fingerprint_every, local=local,
                          worker_mem=None if worker_mem is None else int(worker_mem * 2**30),
+                         bucket_bytes=None if bucket_mb is None else bucket_mb * 2**20,
                          nodes=nodes, node_rank=node_rank, master_addr=master_addr, master_port=master_port,
                          progress=rep.steps(f"launch {model}", total=steps, compressor=compressor), log=rep.log)
     except (ValueError, LaunchError) as exc:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -120,6 +121,24 @@ def validate(spec: str, workers: int, model: str, steps: int, batch: int, device
     R.check_lowerable(comp.step(0), avals, workers)
 
 
+def check_bucket(spec: str, bucket_bytes: float | None) -> float:
+    """The bucket cap the workers use (bytes); ValueError for one that is not a positive finite
+    number, or one given with the native baseline (MindSpore's reducer fuses on its own)."""
+    from compressors.buckets import DEFAULT_BUCKET_BYTES
+    if bucket_bytes is None:
+        return float(DEFAULT_BUCKET_BYTES)
+    try:
+        cap = float(bucket_bytes)
+    except (TypeError, ValueError):
+        raise ValueError(f"bucket cap must be a number of bytes, got {bucket_bytes!r}") from None
+    if not math.isfinite(cap) or cap < 1:
+        raise ValueError(f"bucket cap must be at least 1 byte (and finite), got {bucket_bytes!r}")
+    if spec == "native":
+        raise ValueError("a bucket cap applies to kfsim compressors; the native baseline is MindSpore's "
+                         "own DistributedGradReducer, which fuses its all-reduces itself")
+    return cap
+
+
 def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int,
                      allow_changes: Sequence[str] = ()) -> dict:
     """Refuse a resume whose run differs from the checkpoint's, except in ``allow_changes``
@@ -156,7 +175,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
            keep_logs: bool = False, imports: tuple[str, ...] | list[str] = (), progress=None,
            log=None, overwrite: bool = False, allow_changes: Sequence[str] = (),
            fingerprint_every: int = 10, worker_mem: int | None = None, nodes: int = 1, node_rank: int = 0,
-           master_addr: str | None = None, master_port: int | None = None, local=None) -> LaunchResult:
+           master_addr: str | None = None, master_port: int | None = None, local=None,
+           bucket_bytes: float | None = None) -> LaunchResult:
     """Run a MindSpore data-parallel job with msrun; see the module docstring.
 
     ``imports``: what every worker imports first — e.g. a module that registers
@@ -181,6 +201,9 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     ``node_rank``'s ``workers / nodes`` ranks against the scheduler node 0 runs on
     ``master_addr:master_port`` and watches those ranks; only node 0 (rank 0) writes the run
     record (``LaunchResult.record`` is None elsewhere); checkpoints are single-node only.
+    ``bucket_bytes``: the reducer's bucket cap in dense gradient bytes (default the simulator's
+    25 MiB): one collective per bucket and round. It groups payloads and changes no number, so a
+    resume may change it; the run record's meta states it.
     ``local``: a :class:`compressors.outer.LocalSGD` runs local SGD / DiLoCo instead of
     per-step exchange (:mod:`kfsim.launch.local_worker`; its settings join the checkpoint
     metadata and the run record's meta).
@@ -195,6 +218,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         raise ValueError("checkpoints (--ckpt-dir, --resume) are single-node only for now; drop them or use --nodes 1")
     multinode.check_network(node)  # cheap (at most a few seconds), before MindSpore is imported
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
+    bucket_bytes = check_bucket(spec, bucket_bytes)
     # the lowered graphs must hold no CPU-only host kernel on a GPU/Ascend (before any worker starts)
     preflight.check_device(spec, device, model_avals(model, hidden), rng=rng, workers=workers, steps=steps)
     from kfsim.launch.local_worker import launch_args  # local SGD / DiLoCo (``local``: a LocalSGD or None)
@@ -229,7 +253,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     args = ["--spec", spec, "--model", model, "--steps", str(steps), "--batch", str(batch), "--lr", str(lr),
             "--seed", str(seed), "--device", device, "--rng", rng, "--collective", collective,
             "--run-dir", str(log_dir), "--record", str(record), "--eval-every", str(eval_every),
-            "--limit-test", str(limit_test), "--hidden", str(hidden), "--resume-step", str(resume_step)]
+            "--limit-test", str(limit_test), "--hidden", str(hidden), "--resume-step", str(resume_step),
+            "--bucket-bytes", repr(bucket_bytes)]
     if ckpt_dir is not None:
         args += ["--ckpt-dir", str(ckpt_dir), "--ckpt-every", str(ckpt_every)]
     if stop_after is not None:

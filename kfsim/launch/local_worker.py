@@ -46,7 +46,7 @@ class LocalStepper:
     FIELDS = ("anchor", "momentum", "inflight", "accum", "pending")
 
     def __init__(self, algo: algo_mod.LocalSGD, comp, net, loss_fn, model: str, lr: float, *, n: int, rank: int,
-                 seed: int, rng: str, collective: str, start: int):
+                 seed: int, rng: str, collective: str, start: int, bucket_bytes: float | None = None):
         import mindspore as ms
         from mindspore import nn
 
@@ -63,6 +63,8 @@ class LocalStepper:
         self.grad = nn.ForwardValueAndGrad(nn.WithLossCell(net, loss_fn), weights=net.trainable_params(),
                                            get_by_list=True)
         self.opts = dict(n=n, rank=rank, seed=seed, rng=rng, collective=collective)
+        if bucket_bytes is not None:
+            self.opts["bucket_bytes"] = bucket_bytes
         self.reducers = [self._reducer(f, start) for f in range(len(self.frags))]
         self.phases = [comp.phase_of(start)] * len(self.frags)
         self.holder = self._holder()

@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--device", default="CPU")
     p.add_argument("--rng", default="exact")
     p.add_argument("--collective", default="auto")
+    p.add_argument("--bucket-bytes", type=float, default=None,
+                   help="the reducer's bucket cap, dense gradient bytes (default 25 MiB)")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--record", default=None)
     p.add_argument("--eval-every", type=int, default=0)
@@ -117,7 +119,9 @@ def main(argv=None) -> int:
     import compressors
     from backends.mindspore import reducer as R
     from kfsim.launch import integrity
+    from compressors.buckets import DEFAULT_BUCKET_BYTES
     native = a.spec == "native"
+    cap = DEFAULT_BUCKET_BYTES if a.bucket_bytes is None else a.bucket_bytes
     comp = None if native else compressors.parse(a.spec)  # the worker's argv: a boundary
     dense_bytes = compressors.parse("none()").payload_bytes(R.abstract(avals))
 
@@ -125,7 +129,7 @@ def main(argv=None) -> int:
         if native:
             return R.native_reducer(opt.parameters, n)
         return R.compressed_reducer(comp.step(t), values, n=n, rank=rank, seed=a.seed, rng=a.rng,
-                                    collective=a.collective, state=state, step=t)
+                                    collective=a.collective, state=state, step=t, bucket_bytes=cap)
 
     class Container(nn.Cell):
         def __init__(self, net, opt, reducer):
@@ -161,7 +165,7 @@ def main(argv=None) -> int:
         from kfsim.train.config import local_algo
         algo = local_algo(a.local_steps, a.outer_lr, a.outer_momentum, a.fragments, a.overlap_steps, len(values))
         local = LocalStepper(algo, comp, net, loss_fn, a.model, a.lr, n=n, rank=rank, seed=a.seed, rng=a.rng,
-                             collective=a.collective, start=start)
+                             collective=a.collective, start=start, bucket_bytes=cap)
         reducer = local.cell()
     else:
         reducer = make_reducer(start)
@@ -181,6 +185,7 @@ def main(argv=None) -> int:
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
                 "steps": a.steps, "device": a.device, "rng": a.rng, "collective": a.collective,
+                "bucket_bytes": None if native else cap,
                 "resume_step": start, "nodes": a.nodes, "shards": "worker r takes samples [r::n] of each global batch"}
         if a.changed:
             import json

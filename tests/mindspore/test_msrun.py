@@ -25,6 +25,8 @@ from kfsim import records
 from kfsim.launch import LaunchError, launch
 
 LOSS_TOL = 1e-4
+# ef(topk) runs with a 100 kB cap: the MLP's 4 tensors travel in 3 buckets (the others: one 25 MiB bucket)
+BUCKET = {"ef(topk(ratio=0.01))": 100_000}
 TOL = {"ef(topk(ratio=0.01))": 1e-4, "qsgd(levels=127, bucket=64)": 2e-3, "sumquant(bits=4, workers=16)": 2e-3}
 STEPS = 20
 
@@ -40,9 +42,13 @@ def simulate(spec, steps, model="mlp", batch=64, seed=0):
 @pytest.mark.parametrize("spec", ["ef(topk(ratio=0.01))", "qsgd(levels=127, bucket=64)",
                                   "sumquant(bits=4, workers=16)"])
 def test_msrun_matches_simulation(spec, tmp_path):
+    cap = BUCKET.get(spec)
     res = launch(spec, workers=2, steps=STEPS, batch=64, seed=0, rng="exact", record=tmp_path / "ms.jsonl",
-                 timeout_s=600, log_dir=tmp_path / "logs")
+                 timeout_s=600, log_dir=tmp_path / "logs", bucket_bytes=cap)
     rec = records.read(res.record)
+    from compressors.buckets import DEFAULT_BUCKET_BYTES
+    cap = DEFAULT_BUCKET_BYTES if cap is None else cap
+    assert rec.meta["bucket_bytes"] == cap
     assert rec.source == "mindspore" and len(rec.steps) == STEPS
     sim = simulate(spec, STEPS)
     diffs = [abs(a - b) for a, b in zip(rec.losses, sim)]
@@ -52,11 +58,13 @@ def test_msrun_matches_simulation(spec, tmp_path):
     from backends.mindspore.reducer import abstract
     from kfsim.launch.launcher import model_avals
     comp = compressors.parse(spec)
-    plan = comp.exchange_plan(abstract(model_avals("mlp")))
+    plan = comp.exchange_plan(abstract(model_avals("mlp")), bucket_bytes=cap)
+    assert len(plan.buckets) == (3 if spec in BUCKET else 1)
     assert all(s.bytes_sent == plan.payload_bytes for s in rec.steps)
     # one collective per bucket, round, law and payload dtype, as traced
     from backends.mindspore.exchange import trace_exchange
-    t = trace_exchange(comp, model_avals("mlp"), n=2, ranks=[0], seed=0, comm="collective", who=spec)
+    t = trace_exchange(comp, model_avals("mlp"), n=2, ranks=[0], seed=0, comm="collective", who=spec,
+                       bucket_bytes=cap)
     from compressors.traced import COMM_OPS
     calls = sum(1 for e in t.prog.eqns if e.op in COMM_OPS)
     assert len(plan.collectives) <= calls <= 2 * len(plan.collectives)
@@ -134,6 +142,11 @@ def test_bad_input_fails_before_any_worker_starts(tmp_path, monkeypatch):
         launch("none()", workers=2, batch=63)
     with pytest.raises(ValueError, match="device"):
         launch("none()", device="TPU")
+    for cap in (0, -1, float("nan"), float("inf"), "big"):
+        with pytest.raises(ValueError, match="bucket cap"):
+            launch("none()", bucket_bytes=cap)
+    with pytest.raises(ValueError, match="native baseline"):
+        launch("native", bucket_bytes=2**20)
     ck = tmp_path / "ck"
     ck.mkdir()
     (ck / "meta.json").write_text(json.dumps({"spec": "topk(ratio=0.01)", "model": "mlp", "workers": 2, "batch": 64,

@@ -37,3 +37,18 @@ def test_one_rank_reducer_runs_in_process_and_equals_loopback(spec):
     kept, step = reducer_state(cell)
     assert step == len(steps) and len(kept) == len(state[0])
     assert all(np.array_equal(k, s) for k, s in zip(kept, state[0])), "the state lives in Parameters"
+
+
+@pytest.mark.parametrize("spec", SPECS + ["powersgd(rank=2)"])
+def test_the_bucket_cap_groups_collectives_and_changes_no_number(spec):
+    """A 1-byte cap gives every tensor its own bucket; outputs and state stay bit-identical to
+    one 25 MiB bucket (why a resume may change ``--bucket-mb``)."""
+    rng = np.random.default_rng(3)
+    steps = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(3)]
+    one, each = (kfsim_reducer(spec, steps[0], n=1, rank=0, seed=2, bucket_bytes=cap) for cap in (25 * 2**20, 1))
+    assert (one.buckets, each.buckets) == (1, len(SHAPES))
+    assert each.collectives > one.collectives
+    for grads in steps:
+        a, b = ([to_np(o) for o in cell(tuple(to_ms(g) for g in grads))] for cell in (one, each))
+        assert all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(a, b)), spec
+    assert all(np.array_equal(x, y) for x, y in zip(reducer_state(one)[0], reducer_state(each)[0]))
