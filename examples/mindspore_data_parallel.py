@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 
 def train(args) -> None:
@@ -71,22 +69,9 @@ def main() -> None:
     args = ap.parse_args()
     if "MS_ROLE" in os.environ:                   # a process msrun started
         return train(args)
-    import tempfile
-
-    from kfsim.launch.launcher import free_port, interpreter_path, msrun_path
-    logs = Path(tempfile.mkdtemp(prefix="kfsim-example-"))
-    repo = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, GLOG_v="3", PATH=interpreter_path(),  # msrun starts `python`: this one
-               PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]))
-    cmd = [msrun_path(), f"--worker_num={args.workers}", f"--local_worker_num={args.workers}",
-           f"--master_port={free_port(args.workers)}", f"--log_dir={logs}", "--join=True",
-           "--cluster_time_out=120", f"--tail_worker_log={args.workers}", __file__, *sys.argv[1:]]
-    code = subprocess.run(cmd, env=env, cwd=logs, start_new_session=True, timeout=600,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    for r in range(args.workers):
-        print((logs / f"worker_{r}.log").read_text().strip()[-3000:])
-    if code:
-        raise SystemExit(f"msrun exited {code} (logs in {logs})")
+    from kfsim.launch.selfstart import under_msrun
+    if under_msrun(__file__, sys.argv[1:], workers=args.workers):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

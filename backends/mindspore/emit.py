@@ -216,7 +216,7 @@ from mindspore import nn, ops
 
 class Lowered(nn.Cell):
     def __init__(self, objs):
-        super().__init__()
+        super().__init__(auto_prefix=False)  # sub-Cells (a schedule's phases) keep their Parameters' names
         for key, value in objs.items():
             setattr(self, key, value)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pytest
 
 from kfsim import records
