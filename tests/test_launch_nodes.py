@@ -39,6 +39,9 @@ def test_each_node_runs_its_share_of_the_ranks():
     ((2, 2, 0, "h", 65536), "--master-port must be in 1..65535"),
     ((2, 2, 0, "h", 8118), "--master-port 8118 collides with rank 0's mccl data ports"),
     ((4, 2, 0, "h", 8118 + 256 * 2 + 5), "collides with rank 2's mccl data ports"),
+    ((2, 2, 0, "h", 8101), "--master-port 8101 collides with rank 0's mccl data ports (8118 + 256*rank; "
+                           "the launchers' link takes port 8102)"),
+    ((2, 2, 0, "h", 65535), "below 65535: the launchers' link uses the next port"),
 ])
 def test_bad_combinations_are_refused(args, message):
     with pytest.raises(ValueError) as exc:
@@ -82,6 +85,10 @@ def test_network_preflight_on_this_machine():
         port = busy.getsockname()[1]
         with pytest.raises(ValueError, match=f"--master-port {port} on 127.0.0.1 is not free"):
             nodes.check_network(nodes.cluster(2, 2, 0, "127.0.0.1", port))
+        if nodes.data_port_clash(port - 1, 2) is None:
+            with pytest.raises(ValueError, match=rf"--master-port {port - 1} \+ 1 \(the launchers' link\), {port} "
+                                                 "on 127.0.0.1 is not free"):
+                nodes.check_network(nodes.cluster(2, 2, 0, "127.0.0.1", port - 1))
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -102,3 +109,95 @@ def test_cli_refuses_with_one_line_before_any_process(tmp_path, monkeypatch, arg
     assert r.exit_code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], r.output
     assert "Traceback" not in r.output and not started
     assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())
+
+
+# ---------------------------------------------------------------- the launchers' link (kfsim.launch.nodelink)
+
+def _free_port() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                pass
+    raise RuntimeError("no two free ports")
+
+
+def _wait(link, timeout=5.0):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if (found := link.poll()) is not None:
+            return found
+        time.sleep(0.02)
+    return None
+
+
+def _links(n_nodes=3):
+    from kfsim.launch import nodelink
+    port = _free_port()
+    links = [nodelink.open_link(nodes.cluster(2 * n_nodes, n_nodes, r, "127.0.0.1", port)) for r in range(n_nodes)]
+    import time
+    end = time.monotonic() + 5
+    while len(links[0].conns) < n_nodes - 1 and time.monotonic() < end:
+        time.sleep(0.02)
+    assert len(links[0].conns) == n_nodes - 1, "the other nodes did not connect"
+    return links
+
+
+def test_link_carries_a_failure_to_every_node_at_once():
+    from kfsim.launch import nodelink
+    assert nodelink.open_link(nodes.cluster(2)) is None  # one node: no link
+    links = _links(3)
+    try:
+        links[2].finish("rank 5 (pid 77) was killed by SIGKILL (signal 9)")
+        assert _wait(links[0]) == "node 2 failed: rank 5 (pid 77) was killed by SIGKILL (signal 9)"
+        assert _wait(links[1]) == "node 2 failed: rank 5 (pid 77) was killed by SIGKILL (signal 9)"  # via node 0
+        assert links[0].poll() is None and links[1].poll() is None  # said once
+    finally:
+        for link in links[:2]:
+            link.finish("stopped")
+
+
+def test_link_done_is_quiet_and_a_vanished_launcher_is_named():
+    links = _links(3)
+    try:
+        links[1].finish(None)  # node 1's ranks finished
+        from kfsim.launch import nodelink
+        for conn in list(links[2].conns):  # node 2's launcher SIGKILLed: its socket closes without a word
+            nodelink.hangup(conn)
+        found = _wait(links[0])
+        assert found == "node 2's launcher went away without finishing (killed, or its machine is down)", found
+        assert _wait(links[0], 0.5) is None, "node 1's clean finish is not an error"
+        links[0].finish("node 2's launcher went away")
+    finally:
+        links[0].finish(None)
+
+
+def test_link_ignores_a_stranger_and_node0_failing_reaches_the_others():
+    from multiprocessing.connection import Client
+    links = _links(2)
+    try:
+        port = links[0].c.master_port + 1
+        with pytest.raises(Exception):  # another job's launcher (another key) is turned away
+            Client(("127.0.0.1", port), "AF_INET", authkey=b"other job")
+        with socket.create_connection(("127.0.0.1", port)) as s:  # a port scan: connect, send junk, leave
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        links[0].finish("rank 0 exited with code 1")
+        assert _wait(links[1]) == "node 0 failed: rank 0 exited with code 1"
+    finally:
+        links[1].finish(None)
+
+
+def test_link_port_taken_is_one_line():
+    from kfsim.launch import nodelink
+    port = _free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port + 1))
+        busy.listen()
+        with pytest.raises(ValueError, match=f"link port {port + 1} on 127.0.0.1 is not free"):
+            nodelink.open_link(nodes.cluster(2, 2, 0, "127.0.0.1", port))

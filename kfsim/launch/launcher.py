@@ -16,7 +16,8 @@
   ends the job with a :class:`LaunchError` naming the rank and the kept log directory;
 * the run record is rank 0's (``kfsim.records`` format, source "mindspore");
 * multi-node (:mod:`kfsim.launch.nodes`): one launch per machine runs and watches that
-  node's ranks; node 0 owns the scheduler and the run record.
+  node's ranks; node 0 owns the scheduler and the run record; the launchers tell each
+  other at once when a node's part fails (:mod:`kfsim.launch.nodelink`).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from kfsim.launch import integrity, preflight, supervise, watchdog
+from kfsim.launch import integrity, nodelink, preflight, supervise, watchdog
 from kfsim.launch import nodes as multinode
 from kfsim.launch.preflight import interpreter_path
 
@@ -276,9 +277,15 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         stale.unlink(missing_ok=True)  # an earlier job's, in a reused log folder
     tail = RecordTail(record, progress)  # removes a stale <record>.partial of an earlier run
     fps = integrity.FingerprintWatch(log_dir, workers)  # removes an earlier job's fp.rank<r>
+    link = nodelink.open_link(node, log)  # multi-node: the launchers tell each other when a part fails
     t0 = time.time()
     out = open(log_dir / "msrun.out", "w")
-    proc = supervise.start(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        proc = supervise.start(cmd, cwd=str(log_dir), env=env, stdout=out, stderr=subprocess.STDOUT)
+    except BaseException:
+        if link is not None:
+            link.finish("its msrun did not start")
+        raise
     previous = _raise_on_sigterm()
     if log is not None:
         log(f"msrun started: {workers} workers ({model}, {spec}), logs in {log_dir}" if not node.multi else
@@ -288,11 +295,14 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     try:
         ranks = supervise.Ranks(proc, log_dir, node.ranks, str(WORKER))
         err = supervise.watch(proc, log_dir, node.ranks, t0, timeout_s, stall_s, ranks,
-                              lambda: tail.poll() or fps.poll(), early=not node.multi)
+                              lambda: tail.poll() or fps.poll() or (link is not None and link.poll()),
+                              early=not node.multi)
         err = err or fps.poll()
         if err is not None and log is not None:
             log(f"job failed: {err}")
     finally:
+        if link is not None:  # before the teardown: the other nodes stop at once
+            link.finish(err if err is not None or sys.exc_info()[0] is None else "its launcher was interrupted")
         supervise.kill_tree(proc, graceful=err is None)
         if ckpt_dir is not None:
             integrity.write_sets(ckpt_dir, workers)
@@ -302,7 +312,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     wall = time.time() - t0
     if err is not None:
         cause = supervise.culprit(log_dir) if node.multi else ""  # node 0's scheduler names a remote rank
-        if cause and cause not in err:
+        if cause and cause not in err and not err.startswith("node "):
             err = f"{cause.rstrip('; ')}: the scheduler timed it out, so msrun ended this node's ranks: {err}"
         where = (f" (node {node_rank} of {nodes}, ranks {node.ranks.start}..{node.ranks.stop - 1}; scheduler "
                  f"{master_addr}:{node.master_port})") if node.multi else ""

@@ -12,7 +12,8 @@ rank msrun gives them). msrun starts the scheduler on the machine that owns
 ``--master-addr`` (it asks the kernel, not the node rank), so node 0 must run
 there and no other node may. The master port is fixed and shared
 (:data:`DEFAULT_MASTER_PORT` unless given): node 0's scheduler listens on it,
-the others connect to it; it must avoid mccl's data ports ``8118 + 256*rank``,
+the others connect to it (and node 0's launcher on the next port, for
+:mod:`kfsim.launch.nodelink`); it must avoid mccl's data ports ``8118 + 256*rank``,
 which every rank opens on its own machine.
 
 Single-node jobs (``nodes == 1``) keep what they always did: a free master
@@ -83,10 +84,15 @@ def cluster(workers: int, nodes: int = 1, node_rank: int = 0, master_addr: str |
     port = DEFAULT_MASTER_PORT if master_port is None else master_port
     if not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"--master-port must be in 1..65535, got {port!r}")
+    if port == 65535:
+        raise ValueError("--master-port must be below 65535: the launchers' link uses the next port")
     clash = data_port_clash(port, workers)
+    if clash is None:
+        clash = data_port_clash(port + 1, workers)  # the launchers' link (kfsim.launch.nodelink)
     if clash is not None:
-        raise ValueError(f"--master-port {port} collides with rank {clash}'s mccl data ports "
-                         f"({DATA_PORT0} + {DATA_PORT_STRIDE}*rank); choose e.g. {DEFAULT_MASTER_PORT}")
+        raise ValueError(f"--master-port {port} collides with rank {clash}'s mccl data ports ({DATA_PORT0} + "
+                         f"{DATA_PORT_STRIDE}*rank; the launchers' link takes port {port + 1}); choose e.g. "
+                         f"{DEFAULT_MASTER_PORT}")
     return Cluster(workers, nodes, node_rank, master_addr, port)
 
 
@@ -124,12 +130,15 @@ def check_network(c: Cluster) -> None:
         if not is_local(ip):
             raise ValueError(f"{where} is not an address of this machine: node 0 runs the scheduler on it, "
                              "so run --node-rank 0 on the machine that has that address")
-        with socket.socket(_family(ip), socket.SOCK_STREAM) as s:
-            try:
-                s.bind((ip, c.master_port))
-            except OSError as exc:
-                raise ValueError(f"--master-port {c.master_port} on {ip} is not free ({exc.strerror}); "
-                                 "choose another and pass the same one to every node") from None
+        for port in (c.master_port, c.master_port + 1):  # the scheduler's and the launchers' link
+            with socket.socket(_family(ip), socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((ip, port))
+                except OSError as exc:
+                    what = "--master-port" if port == c.master_port else \
+                        f"--master-port {c.master_port} + 1 (the launchers' link),"
+                    raise ValueError(f"{what} {port} on {ip} is not free ({exc.strerror}); "
+                                     "choose another and pass the same one to every node") from None
         return
     if is_local(ip):
         raise ValueError(f"{where} is an address of this machine, so msrun would start a second scheduler "

@@ -91,6 +91,33 @@ def test_two_nodes_train_one_job(two_nodes, tmp_path):
     assert min(sent) > 3 * rec.steps[0].bytes_sent, (sent, rec.steps[0].bytes_sent)
 
 
+DIE = ("import sys, time; from kfsim.launch import launch, LaunchError\n"
+       "try:\n    launch('none()', workers=2, steps=50, log_dir={logs!r}, timeout_s=180, nodes=2, node_rank={node}, "
+       "master_addr={addr!r}, extra_args=['--die-at', '2'])\n"
+       "except LaunchError as e:\n    print(f'{{time.time():.3f}} ' + str(e).splitlines()[0]); sys.exit(1)\n")
+
+
+def test_a_rank_dying_on_node_1_ends_node_0_within_seconds(two_nodes, tmp_path):
+    """Rank 1 (node 1) exits with code 3 at step 2: node 1's launcher names it and tells node 0's
+    over the launchers' link, which ends node 0's part at once (MindSpore's heartbeat alone: ~30 s)."""
+    tb = two_nodes
+    procs = [subprocess.Popen(tb.exec_argv(i, [sys.executable, "-c", DIE.format(logs=str(tmp_path / f"n{i}"), node=i,
+                                                                               addr=tb.ip(0))]),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    lines = [o.strip().splitlines()[-1] for o in outs]
+    assert [p.returncode for p in procs] == [1, 1], outs
+    (t0, err0), (t1, err1) = ((float(ln.split(" ", 1)[0]), ln.split(" ", 1)[1]) for ln in lines)
+    assert err1.startswith("rank 1 (pid ") and "exited with code 3" in err1, err1
+    assert err0.startswith("node 1 failed: rank 1 (pid ") and "exited with code 3" in err0, err0
+    assert "stopped responding" not in err0  # not the scheduler's heartbeat verdict
+    assert t0 - t1 < 5.0, f"node 0 ended {t0 - t1:.1f} s after node 1 (the heartbeat takes ~30 s)"
+
+
 @pytest.mark.parametrize("node,addr,message", [
     (1, "10.213.99.1", "error: master 10.213.99.1:29517 is unreachable from this machine"),
     (0, "10.213.47.2", "error: --master-addr 10.213.47.2 is not an address of this machine"),
@@ -113,7 +140,9 @@ def test_launch_builds_each_nodes_msrun_command(tmp_path, monkeypatch):
     """``launch()`` runs msrun with this node's share and the shared scheduler address; no job."""
     from kfsim.launch import launch, nodes, supervise
 
+    from kfsim.launch import nodelink
     monkeypatch.setattr(nodes, "check_network", lambda c: None)  # 10.0.0.1 is nobody's here
+    monkeypatch.setattr(nodelink, "open_link", lambda c, log=None: None)  # nor can its link port be bound
     cmds = []
 
     def start(cmd, **popen):
