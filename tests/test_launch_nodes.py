@@ -98,7 +98,6 @@ def test_network_preflight_on_this_machine():
     (["--nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1"], "second scheduler"),
     (["--nodes", "2", "--master-addr", "nosuch.invalid"], "does not resolve"),
     (["--master-port", "7000"], "are for multi-node jobs"),
-    (["--nodes", "2", "--master-addr", "127.0.0.1", "--ckpt-dir", "{d}/ck"], "single-node only"),
 ])
 def test_cli_refuses_with_one_line_before_any_process(tmp_path, monkeypatch, argv, message):
     started = []

@@ -5,7 +5,9 @@
   a file without its sidecar is an interrupted save.
 * **Per set**: after a job the launcher writes ``step<t>.set.json`` for every
   step whose files all ranks sealed: the per-file digests and one digest
-  over the set. Resuming verifies every rank's file and the set before any
+  over the set. A multi-node job's checkpoint directories are one per
+  machine: each node's launcher writes ``step<t>.node<R>.set.json`` over its
+  own ranks' files and verifies those on resume. Resuming verifies every rank's file and the set before any
   worker starts, and names the file that fails.
 * **Fresh launches** refuse a checkpoint directory that already holds a
   run's checkpoints unless told to overwrite it (then only kfsim's own files
@@ -59,9 +61,21 @@ def _set_digest(files: dict) -> str:
     return hashlib.sha256("".join(f"{k}={files[k]}\n" for k in sorted(files)).encode()).hexdigest()
 
 
-def write_sets(ckpt_dir: str | Path, workers: int) -> list[int]:
-    """``step<t>.set.json`` for every step all ``workers`` ranks sealed; returns those steps."""
-    d = Path(ckpt_dir)
+def _ranks(workers) -> list[int]:
+    """``workers``: a rank count (all ranks), or the rank ids one node holds."""
+    return list(range(workers)) if isinstance(workers, int) else [int(r) for r in workers]
+
+
+def set_name(step: int, node: int | None = None) -> str:
+    """The set manifest's file name: one per step, or one per step and node (multi-node: each
+    machine's checkpoint directory holds its own ranks' files)."""
+    return f"step{step}.set.json" if node is None else f"step{step}.node{node}.set.json"
+
+
+def write_sets(ckpt_dir: str | Path, workers, node: int | None = None) -> list[int]:
+    """The set manifest for every step all ranks of ``workers`` (a count, or one node's rank
+    ids with ``node``) sealed; returns those steps."""
+    d, ranks = Path(ckpt_dir), _ranks(workers)
     steps: dict[int, dict] = {}
     for f in d.glob("rank*.step*.ckpt"):
         m = CKPT.match(f.name)
@@ -70,20 +84,21 @@ def write_sets(ckpt_dir: str | Path, workers: int) -> list[int]:
             steps.setdefault(int(m.group(2)), {})[f.name] = side.read_text().strip()
     done = []
     for step, files in sorted(steps.items()):
-        if all(ckpt_name(r, step) in files for r in range(workers)):
-            files = {ckpt_name(r, step): files[ckpt_name(r, step)] for r in range(workers)}
-            _write_atomic(d / f"step{step}.set.json",
-                          json.dumps({"step": step, "workers": workers, "files": files, "set_sha256": _set_digest(files)},
-                                     indent=1))
+        if all(ckpt_name(r, step) in files for r in ranks):
+            files = {ckpt_name(r, step): files[ckpt_name(r, step)] for r in ranks}
+            who = {"workers": len(ranks)} if node is None else {"node": node, "ranks": ranks}
+            body = {"step": step, **who, "files": files, "set_sha256": _set_digest(files)}
+            _write_atomic(d / set_name(step, node), json.dumps(body, indent=1))
             done.append(step)
     return done
 
 
-def verify(ckpt_dir: str | Path, step: int, workers: int) -> None:
-    """ValueError naming the first problem with the step-``step`` checkpoint of ``workers`` ranks."""
+def verify(ckpt_dir: str | Path, step: int, workers, node: int | None = None) -> None:
+    """ValueError naming the first problem with the step-``step`` checkpoint of ``workers``
+    (a rank count, or one node's rank ids with ``node``)."""
     d = Path(ckpt_dir)
     digests = {}
-    for r in range(workers):
+    for r in _ranks(workers):
         f = d / ckpt_name(r, step)
         side = f.with_name(f.name + ".sha256")
         if not f.exists():
@@ -95,7 +110,7 @@ def verify(ckpt_dir: str | Path, step: int, workers: int) -> None:
         if got != want:
             raise ValueError(f"checkpoint {f} is corrupt: SHA-256 {got[:12]}… ≠ recorded {want[:12]}…")
         digests[f.name] = got
-    manifest = d / f"step{step}.set.json"
+    manifest = d / set_name(step, node)
     if manifest.exists():
         try:
             saved = json.loads(manifest.read_text())

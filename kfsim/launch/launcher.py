@@ -42,7 +42,7 @@ from kfsim.launch.preflight import interpreter_path
 WORKER = Path(__file__).resolve().with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = ("CPU", "GPU", "Ascend")
-META_KEYS = ("spec", "model", "workers", "batch", "lr", "seed", "rng", "collective", "hidden", "local")
+META_KEYS = ("spec", "model", "workers", "nodes", "batch", "lr", "seed", "rng", "collective", "hidden", "local")
 CHANGEABLE = ("lr", "batch", "seed", "rng", "collective")  # may change on resume when allowed (state layout is kept)
 
 
@@ -140,10 +140,11 @@ def check_bucket(spec: str, bucket_bytes: float | None) -> float:
     return cap
 
 
-def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int,
+def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, ranks: Sequence[int],
                      allow_changes: Sequence[str] = ()) -> dict:
     """Refuse a resume whose run differs from the checkpoint's, except in ``allow_changes``
-    (returned: {key: [checkpoint's, now]}, which the run record then states)."""
+    (returned: {key: [checkpoint's, now]}, which the run record then states); ``ranks``: the
+    ranks whose files this node's ``ckpt_dir`` must hold."""
     path = ckpt_dir / "meta.json"
     if not path.exists():
         raise ValueError(f"no checkpoint metadata {path}; cannot resume")
@@ -154,6 +155,7 @@ def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int,
     unknown = sorted(set(allow_changes) - set(CHANGEABLE))
     if unknown:
         raise ValueError(f"cannot allow changing {', '.join(unknown)} on resume (changeable: {', '.join(CHANGEABLE)})")
+    saved = {"nodes": 1, **saved}  # a checkpoint from before multi-node checkpoints: one node
     diff = {k: (saved.get(k), meta.get(k)) for k in META_KEYS if saved.get(k) != meta.get(k)}
     refused = {k: v for k, v in diff.items() if k not in allow_changes}
     if refused:
@@ -161,7 +163,7 @@ def check_checkpoint(ckpt_dir: Path, meta: dict, resume_step: int, workers: int,
                          ", ".join(f"{k}: saved {a!r} vs now {b!r}" for k, (a, b) in refused.items()) +
                          (f" (allow with --allow-change {','.join(refused)})"
                           if set(refused) <= set(CHANGEABLE) else ""))
-    missing = [r for r in range(workers) if not (ckpt_dir / f"rank{r}.step{resume_step}.ckpt").exists()]
+    missing = [r for r in ranks if not (ckpt_dir / f"rank{r}.step{resume_step}.ckpt").exists()]
     if missing:
         raise ValueError(f"checkpoint step {resume_step} missing for ranks {missing} in {ckpt_dir}")
     return {k: list(v) for k, v in diff.items()}
@@ -201,7 +203,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     Multi-node (:mod:`kfsim.launch.nodes`): ``workers`` is the total; this call runs node
     ``node_rank``'s ``workers / nodes`` ranks against the scheduler node 0 runs on
     ``master_addr:master_port`` and watches those ranks; only node 0 (rank 0) writes the run
-    record (``LaunchResult.record`` is None elsewhere); checkpoints are single-node only.
+    record (``LaunchResult.record`` is None elsewhere); each node checkpoints its own ranks into its
+    own ``ckpt_dir`` (with its own set manifest) and verifies them on resume.
     ``bucket_bytes``: the reducer's bucket cap in dense gradient bytes (default the simulator's
     25 MiB): one collective per bucket and round. It groups payloads and changes no number, so a
     resume may change it; the run record's meta states it.
@@ -215,8 +218,6 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         import_user(target)
     imports, import_paths = for_workers(imports)
     node = multinode.cluster(workers, nodes, node_rank, master_addr, master_port)
-    if node.multi and (ckpt_dir is not None or resume_step):
-        raise ValueError("checkpoints (--ckpt-dir, --resume) are single-node only for now; drop them or use --nodes 1")
     multinode.check_network(node)  # cheap (at most a few seconds), before MindSpore is imported
     validate(spec, workers, model, steps, batch, device, rng, collective, hidden)
     bucket_bytes = check_bucket(spec, bucket_bytes)
@@ -229,7 +230,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     preflight.check(workers=node.local, steps=steps, resume_step=resume_step, avals=model_avals(model, hidden),
                     out_dirs={k: Path(v) for k, v in outs.items() if v is not None}, worker_mem=worker_mem)
     meta = {"spec": spec, "model": model, "workers": workers, "batch": batch, "lr": lr, "seed": seed,
-            "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None,
+            "rng": rng, "collective": collective, "hidden": hidden if model == "wide" else None, "nodes": nodes,
             "local": None if local is None else dict(local._asdict())}
     if fingerprint_every < 0:
         raise ValueError(f"fingerprint_every must be >= 0, got {fingerprint_every}")
@@ -237,8 +238,8 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     if resume_step:
         if ckpt_dir is None:
             raise ValueError("resume_step needs ckpt_dir")
-        changed = check_checkpoint(Path(ckpt_dir), meta, resume_step, workers, allow_changes)
-        integrity.verify(ckpt_dir, resume_step, workers)
+        changed = check_checkpoint(Path(ckpt_dir), meta, resume_step, node.ranks, allow_changes)
+        integrity.verify(ckpt_dir, resume_step, node.ranks, node.node_rank if node.multi else None)
     elif ckpt_dir is not None:
         integrity.prepare_dir(ckpt_dir, 0, overwrite)
     own_logs = log_dir is None
@@ -305,7 +306,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
             link.finish(err if err is not None or sys.exc_info()[0] is None else "its launcher was interrupted")
         supervise.kill_tree(proc, graceful=err is None)
         if ckpt_dir is not None:
-            integrity.write_sets(ckpt_dir, workers)
+            integrity.write_sets(ckpt_dir, node.ranks, node.node_rank if node.multi else None)
         out.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -53,19 +53,24 @@ def _launch(tb, node: int, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(tb.exec_argv(node, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_nodes_train_one_job(two_nodes, tmp_path):
-    from kfsim import records
-
-    tb = two_nodes
-    before = [counters.read_worker(i) for i in range(2)]
-    procs = [_launch(tb, i, tmp_path / f"node{i}") for i in range(2)]
+def _both(tb, tmp_path, extra, out="node"):
+    procs = [_launch(tb, i, tmp_path / f"{out}{i}", *extra(i)) for i in range(2)]
     try:
         outs = [p.communicate(timeout=240) for p in procs]
     finally:
         for p in procs:
             p.kill()
-    for i, (p, (out, err)) in enumerate(zip(procs, outs)):
+    for i, (p, (_, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"node {i} failed (rc {p.returncode}):\n{err[-3000:]}"
+    return outs
+
+
+def test_two_nodes_train_one_job(two_nodes, tmp_path):
+    from kfsim import records
+
+    tb = two_nodes
+    before = [counters.read_worker(i) for i in range(2)]
+    outs = _both(tb, tmp_path, lambda i: ["--ckpt-dir", str(tmp_path / f"ck{i}"), "--ckpt-every", "1"])
     summary1 = json.loads(outs[1][0].splitlines()[-1])
     assert summary1["event"] == "summary" and summary1["node_rank"] == 1 and summary1["record"] is None
 
@@ -89,6 +94,29 @@ def test_two_nodes_train_one_job(two_nodes, tmp_path):
     # the gradients crossed the "network": each node sent at least 3 steps' payloads over its eth0
     sent = [counters.read_worker(i).tx_bytes - before[i].tx_bytes for i in range(2)]
     assert min(sent) > 3 * rec.steps[0].bytes_sent, (sent, rec.steps[0].bytes_sent)
+
+    # checkpoints: each machine's directory holds its own ranks' files and its own set manifest
+    for i in range(2):
+        ck = tmp_path / f"ck{i}"
+        assert sorted(f.name for f in ck.glob("rank*.ckpt")) == [f"rank{i}.step{t}.ckpt" for t in (1, 2, 3)]
+        manifest = json.loads((ck / "step2.node{}.set.json".format(i)).read_text())
+        assert manifest["node"] == i and manifest["ranks"] == [i] and list(manifest["files"]) == [f"rank{i}.step2.ckpt"]
+        assert json.loads((ck / "meta.json").read_text())["nodes"] == 2
+    # a corrupt file on node 1 is refused there, before any process, in one line
+    good = (tmp_path / "ck1" / "rank1.step1.ckpt").read_bytes()
+    (tmp_path / "ck1" / "rank1.step1.ckpt").write_bytes(good[:-8] + bytes(8))
+    r = subprocess.run(tb.exec_argv(1, [KFSIM, "launch", "--nodes", "2", "--node-rank", "1", "--master-addr", tb.ip(0),
+                                        "--workers", "2", "--steps", "3", "--ckpt-dir", str(tmp_path / "ck1"),
+                                        "--resume", "1", "--out", str(tmp_path / "bad")]),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "rank1.step1.ckpt is corrupt" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    # resuming both nodes from step 2 replays step 2 bit for bit (loss and both ranks' fingerprints)
+    _both(tb, tmp_path, lambda i: ["--ckpt-dir", str(tmp_path / f"ck{i}"), "--resume", "2"], out="again")
+    again = records.read(tmp_path / "again0" / "record.jsonl")
+    assert [s.step for s in again.steps] == [2] and again.meta["resume_step"] == 2
+    assert again.steps[0].loss == rec.steps[2].loss
+    assert again.steps[0].extra["fingerprints"] == rec.steps[2].extra["fingerprints"]
 
 
 DIE = ("import sys, time; from kfsim.launch import launch, LaunchError\n"
