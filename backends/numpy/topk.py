@@ -194,9 +194,31 @@ def top_k_indices(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def top_k_indices_int(x: np.ndarray, k: int) -> np.ndarray:
-    """Same for a 1-D integer array (two's complement: flip the sign bit)."""
+    """Same for a 1-D integer array: its order key (two's complement: the sign bit flipped) is
+    mapped to the bits whose float total-order key it is, so the sampled selection above serves
+    it too (a full radix sort of n keys for one byte wide integers)."""
     width = x.dtype.itemsize
-    u = x.view(_UINT[width]).astype(np.uint64)
+    if width not in _UINT:
+        return _int_full(x, k)
+    t = _UINT[width]
+    flip = t(1 << (8 * width - 1)) if np.issubdtype(x.dtype, np.signedinteger) else t(0)
+    bits = _float_order_bits(x.view(t), t(1 << (8 * width - 1)), flip)
+    return top_k_indices(bits.view({2: np.float16, 4: np.float32, 8: np.float64}[width]), k)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _float_order_bits(u, sign, flip):
+    """Per word: the bits b with _key(b) == u ^ flip (the inverse of the float total-order key)."""
+    out = np.empty_like(u)
+    for i in numba.prange(u.size):
+        v = u[i] ^ flip
+        out[i] = v & ~sign if v & sign else ~v
+    return out
+
+
+def _int_full(x: np.ndarray, k: int) -> np.ndarray:
+    width = x.dtype.itemsize
+    u = x.view(np.uint8).astype(np.uint64)
     if np.issubdtype(x.dtype, np.signedinteger):
         u ^= np.uint64(1 << (8 * width - 1))
     _, order = _radix_desc(u, np.arange(x.size, dtype=np.int32), width)

@@ -34,7 +34,10 @@ class Codec(NamedTuple):
     Per cost class of ``compressors.cost`` (elementwise, reduction, matmul,
     select, gather/scatter, rng, pack): the bytes/s (read + written) one op of
     that class moves — replacing ``device.achievable_bw / device.factor(class)``
-    — and the per-op overhead in seconds (replacing ``device.launch_s``).
+    — the per-op overhead in seconds (replacing ``device.launch_s``), and the
+    per-call overhead: seconds each coded tensor's codec pays once per
+    exchange (the framework's entry into its encode and decode: a Python
+    call, a graph launch), 0 unless measured.
     ``None`` keeps the device's value. No compressor is named: every
     compressor's cost comes from its own op program (``kfsim.sim.codec``)."""
 
@@ -47,6 +50,7 @@ class Codec(NamedTuple):
     pack: float | None = None
     op_overhead: float | None = None
     source: str = ""
+    call_overhead: float | None = None
 
     def rate(self, cls: str) -> float | None:
         """bytes/s of cost class ``cls`` (``"gather/scatter"`` or ``gather_scatter``), or None."""
@@ -54,7 +58,7 @@ class Codec(NamedTuple):
 
     @property
     def empty(self) -> bool:
-        return all(v is None for v in self[:8])
+        return all(v is None for v in self[:8]) and self.call_overhead is None
 
     def __call__(self, family: str):  # the old ``cluster.codec(family)`` look-up
         raise TypeError(f"per-compressor codec throughputs (cluster.codec({family!r})) were removed: "

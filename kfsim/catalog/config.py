@@ -27,6 +27,7 @@ Example (all sections optional)::
     select_gbs = 60
     gather_scatter_gbs = 200
     op_overhead_us = 6                     # per-op launch/dispatch overhead
+    call_overhead_us = 400                 # per coded tensor and exchange (the codec's entry)
 
     [compute_s]                            # measured forward + backward, unit stated (kfsim.catalog.measured)
     "bert-large" = { seconds = 0.081, batch = 8 }   # one iteration at batch 8; or "81ms@8"

@@ -223,12 +223,14 @@ class CodecCfg(_Strict):
     rng_gbs: float | None = Field(None, gt=0)
     pack_gbs: float | None = Field(None, gt=0)
     op_overhead_us: float | None = Field(None, ge=0)
+    call_overhead_us: float | None = Field(None, ge=0, description="per coded tensor and exchange, µs")
     source: str = ""
 
     def build(self) -> Codec:
         g = lambda x: None if x is None else x * 1e9  # noqa: E731
-        return Codec(*[g(getattr(self, f"{c}_gbs")) for c in CODEC_CLASSES],
-                     None if self.op_overhead_us is None else self.op_overhead_us / 1e6, self.source)
+        us = lambda x: None if x is None else x / 1e6  # noqa: E731
+        return Codec(*[g(getattr(self, f"{c}_gbs")) for c in CODEC_CLASSES], us(self.op_overhead_us), self.source,
+                     us(self.call_overhead_us))
 
 
 LEGACY_CODEC = ("{where}: {tables} — per-compressor codec throughputs are no longer used and were "

@@ -93,6 +93,8 @@ def codec_dict(c: Codec) -> dict:
     out = {f"{cls}_gbs": c.rate(cls) / 1e9 for cls in CODEC_CLASSES if c.rate(cls) is not None}
     if c.op_overhead is not None:
         out["op_overhead_us"] = c.op_overhead * 1e6
+    if c.call_overhead is not None:
+        out["call_overhead_us"] = c.call_overhead * 1e6
     if c.source and out:
         out["source"] = c.source
     return out

@@ -11,7 +11,8 @@ those kernels on the cluster's device:
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
 
-    T_enc(tensor)    = Σ_{op ∈ encode} t(op)
+    T_enc(tensor)    = Σ_{op ∈ encode} t(op) + t_call
+    t_call           = cluster.codec.call_overhead | 0    (per coded tensor: the codec's entry)
     T_dec(tensor, n) = Σ_{op ∈ decode} t(op) + n · Σ_{op ∈ decode_per_worker} t(op)
 
 where ``stream_bw`` is the achievable streaming bandwidth, ``f(class)`` the
@@ -52,6 +53,7 @@ class Rates(NamedTuple):
     factor: tuple        # per class: multiplier of the FLOP term
     flops: tuple         # ((dtype name, FLOP/s), ...) for the matmul term
     overhead: float      # seconds per op
+    call: float = 0.0    # seconds per coded tensor and exchange (the codec's entry)
 
     def peak(self, dtype: str) -> float:
         for d, f in self.flops:
@@ -78,7 +80,8 @@ def rates(cluster) -> Rates:
             fac.append(f)
         flops = tuple((d, float(dev.matmul_flops(d))) for d in ("float32", "float16", "bfloat16", "float64"))
         overhead = over.op_overhead if over.op_overhead is not None else dev.launch_s
-        found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead))
+        call = over.call_overhead if over.call_overhead is not None else 0.0
+        found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead), float(call))
     return found
 
 
@@ -124,7 +127,7 @@ def tensor_codec(comp, shape: tuple, dtype: str, r: Rates) -> TensorCodec:
     found = _TENSORS.get(key)
     if found is None:
         cc = _program_cost(comp, shape, dtype, reference_ops())
-        found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r), seconds(cc.decode, r),
+        found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r) + r.call, seconds(cc.decode, r),
                                             seconds(cc.decode_per_worker, r))
     return found
 

@@ -205,8 +205,10 @@ def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], fl
 
 
 def fit_codec(rows) -> dict:
-    """``[codec]`` table from rows (C seconds, bytes per class, N ops, spec): see
-    :func:`step_costs`. Empty when nothing was measured."""
+    """``[codec]`` table from rows (C seconds, bytes per class, N ops, spec[, T coded tensors]): see
+    :func:`step_costs`. With T in every row a per-call overhead t_call (seconds per coded tensor,
+    ``call_overhead_us``) joins the unknowns: C_i ≈ Σ_c B_ic · x_c + N_i · t_op + T_i · t_call.
+    Empty when nothing was measured."""
     import numpy as np
     from scipy.optimize import lsq_linear, nnls
     from compressors.cost import CLASSES
@@ -215,26 +217,32 @@ def fit_codec(rows) -> dict:
     c = np.array([r[0] for r in rows])
     B = np.array([r[1] for r in rows], dtype=np.float64)
     N = np.array([r[2] for r in rows], dtype=np.float64)
+    calls = all(len(r) > 4 for r in rows)
+    extra = np.stack([N] + ([np.array([r[4] for r in rows], dtype=np.float64)] if calls else []), axis=1)
     f = np.array([_factor(cls) for cls in CLASSES])
-    # stage 1: x_c = a · f_c
-    (a, t0), _ = nnls(np.stack([B @ f, N], axis=1) / c[:, None], np.ones(len(rows)))
-    if not a > 0:   # everything explained by per-op overhead: fall back to the device's bandwidth
+    # stage 1: x_c = a · f_c, with t_op (and t_call)
+    first, _ = nnls(np.hstack([(B @ f)[:, None], extra]) / c[:, None], np.ones(len(rows)))
+    a, t0 = first[0], first[1:]
+    if not a > 0:   # everything explained by the overheads: fall back to the device's bandwidth
         a = 1.0 / (5e9)
     prior = a * f
-    # stage 2: per-class x_c and t_op, ridge towards the prior (relative units), each class's
+    # stage 2: per-class x_c and the overheads, ridge towards stage 1 (relative units), each class's
     # bandwidth kept within [1/SLOWER, FASTER] × stage 1's
-    scale_t = max(t0, 1e-6)
+    scale_t = np.maximum(t0, 1e-6)
     lam = np.sqrt(RIDGE)
-    A = np.vstack([np.hstack([B, N[:, None]]) / c[:, None],
-                   lam * np.diag(np.concatenate([1.0 / prior, [1.0 / scale_t]]))])
-    b = np.concatenate([np.ones(len(rows)), lam * np.ones(len(CLASSES)), [lam * t0 / scale_t]])
-    lo = np.concatenate([prior / FASTER, [0.0]])
-    hi = np.concatenate([prior * SLOWER, [np.inf]])
+    A = np.vstack([np.hstack([B, extra]) / c[:, None],
+                   lam * np.diag(np.concatenate([1.0 / prior, 1.0 / scale_t]))])
+    b = np.concatenate([np.ones(len(rows)), lam * np.ones(len(CLASSES)), lam * t0 / scale_t])
+    lo = np.concatenate([prior / FASTER, np.zeros(len(t0))])
+    hi = np.concatenate([prior * SLOWER, np.full(len(t0), np.inf)])
     sol = lsq_linear(A, b, bounds=(lo, hi)).x
-    x = sol[:-1]
+    x = sol[:len(CLASSES)]
     out = {f"{cls.replace('/', '_')}_gbs": float(1.0 / x[i] / 1e9) for i, cls in enumerate(CLASSES)}
-    out["op_overhead_us"] = float(sol[-1]) * 1e6
-    out["source"] = (f"kfsim calibrate: C = Σ_class bytes/bw(class) + t_op·n_ops fitted over "
+    out["op_overhead_us"] = float(sol[len(CLASSES)]) * 1e6
+    if calls:
+        out["call_overhead_us"] = float(sol[len(CLASSES) + 1]) * 1e6
+    out["source"] = (f"kfsim calibrate: C = Σ_class bytes/bw(class) + t_op·n_ops"
+                     f"{' + t_call·n_tensors' if calls else ''} fitted over "
                      f"{', '.join(sorted({r[3] for r in rows}))}")
     return out
 

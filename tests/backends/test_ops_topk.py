@@ -119,3 +119,41 @@ def test_top_k_int(ops):
     x = np.array([3, -1, 3, 7, -8, 7, 0], np.int32)
     for k in range(1, 8):
         check_top_k(ops, x, k, f"k={k}")
+
+
+def _int_input(dtype, n, kind, rng):
+    info = np.iinfo(dtype)
+    if kind == "uniform":
+        x = rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dtype)
+    elif kind == "few_values":  # heavy ties at any threshold
+        x = rng.choice(np.array([info.min, -1 if info.min else 1, 0, info.max], dtype), size=n)
+    else:  # random bits >> 1, as randomk draws them: non-negative, with a sorted run
+        x = (rng.integers(0, info.max, size=n, endpoint=True, dtype=dtype) >> 1).astype(dtype)
+        x[: n // 10] = np.sort(x[: n // 10])
+    return np.ascontiguousarray(x)
+
+
+def _int_oracle(x, k):
+    return np.array(sorted(range(x.size), key=lambda i: (-int(x[i]), i))[:k], np.int32)
+
+
+@covers("top_k")
+@pytest.mark.parametrize("k", [1, 500, 12_500, 30_000])
+@pytest.mark.parametrize("kind", ["uniform", "few_values", "draws"])
+def test_top_k_large_int32(ops, k, kind):
+    """Large int32 inputs (randomk's draws): the NumPy binding maps them onto the float
+    selection's order (the sampled threshold for 4k <= n, a full sort otherwise)."""
+    x = _int_input(np.int32, 50_000, kind, np.random.default_rng(k))
+    v, i = ops.top_k(put(ops, x), k)
+    want = _int_oracle(x, k)
+    assert_same_bits(i, want, "top_k indices")
+    assert_same_bits(v, x[want], "top_k values")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.int64, np.uint64])
+@pytest.mark.parametrize("kind", ["uniform", "few_values"])
+def test_numpy_top_k_every_integer_width(dtype, kind):
+    from backends.numpy.topk import top_k_indices_int
+    x = _int_input(dtype, 40_000, kind, np.random.default_rng(3))
+    for k in (1, 37, 9_000, 40_000):
+        assert np.array_equal(top_k_indices_int(x, k), _int_oracle(x, k)), (dtype, kind, k)

@@ -73,7 +73,7 @@ def test_calibrated_profile_round_trips(tmp_path, suffix):
     cl = catalog.seed_cluster()._replace(
         name="lab-calibrated", collective="mccl", interference=1.05,
         inter=catalog.Link("measured", 0.94e9 / 8, 180e-6, 1.0, "fit"),
-        codec=catalog.Codec(select=60e9, gather_scatter=200e9, op_overhead=6e-6, source="fit"),
+        codec=catalog.Codec(select=60e9, gather_scatter=200e9, op_overhead=6e-6, source="fit", call_overhead=4e-4),
         compute_s=(("bert-large", 0.081),))
     path = config.dump_profile(cl, tmp_path / f"profile{suffix}")
     back = config.load_cluster(path)
@@ -82,6 +82,7 @@ def test_calibrated_profile_round_trips(tmp_path, suffix):
     assert back.inter.latency == pytest.approx(cl.inter.latency)
     assert back.codec.select == pytest.approx(60e9) and back.codec.elementwise is None
     assert back.codec.op_overhead == pytest.approx(6e-6) and back.device.launch_s == pytest.approx(5e-6)
+    assert back.codec.call_overhead == pytest.approx(4e-4)
     assert back.device._replace(launch_s=0.0) == cl.device._replace(launch_s=0.0)
     assert back.measured_compute("bert-large") == pytest.approx(0.081)
     a = predict_iteration("bert-large", cl, "ef(topk(ratio=0.01))", 4)

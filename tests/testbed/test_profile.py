@@ -144,3 +144,36 @@ def test_step_costs_fit_codec_constants_from_programs(tmp_path):
     got = sum(c.enc + c.decode(1) for c in (codec_cost(comp, s, cl) for s in m["tensor_shapes"]))
     assert got == pytest.approx(steps[2]["seconds"] - 0.10, rel=1e-6)
     assert cal.step_costs({"steps": [], "models": {}}, 2) == ({}, {})
+
+
+def test_fit_codec_with_a_per_call_term_recovers_it():
+    """Rows with a coded-tensor count T: t_call is fitted beside the class bandwidths and t_op, from
+    two sizes (one size cannot tell a fixed cost from a per-byte one); the simulator then charges it
+    once per coded tensor's encode."""
+    import compressors
+    from compressors.cost import CLASSES
+    from kfsim import catalog
+    from kfsim.catalog.cluster import CODEC_CLASSES
+    from kfsim.sim.codec import codec_cost
+    cpu = catalog.get_device("cpu")
+    a, t_op, t_call = 2e-10, 3e-6, 5e-4
+    rows = []
+    for spec in ("topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd(levels=15, bucket=512)",
+                 "signsgd()", "fp16()", "randomk(ratio=0.1)"):
+        for shape in ((100, 1000), (3000, 3000)):
+            by_class, n_ops = cal.program_totals(spec, [shape])
+            sec = a * sum(b * cpu.factor(c) for b, c in zip(by_class, CLASSES)) + t_op * n_ops + t_call
+            rows.append((sec, by_class, n_ops, spec, 1.0))
+    fit = cal.fit_codec(rows)
+    assert fit["call_overhead_us"] == pytest.approx(t_call * 1e6, rel=1e-3)
+    assert fit["op_overhead_us"] == pytest.approx(t_op * 1e6, rel=1e-2)
+    assert "t_call" in fit["source"]
+    assert "call_overhead_us" not in cal.fit_codec([r[:4] for r in rows])  # without T: the old model
+    codec = catalog.Codec(**{c: fit[f"{c}_gbs"] * 1e9 for c in CODEC_CLASSES}, op_overhead=fit["op_overhead_us"] / 1e6,
+                          call_overhead=fit["call_overhead_us"] / 1e6)
+    cl = catalog.make_cluster(device="cpu")._replace(codec=codec)
+    comp = compressors.parse("ef(topk(ratio=0.01))")
+    with_call = codec_cost(comp, (100, 1000), cl)
+    without = codec_cost(comp, (100, 1000), cl._replace(codec=codec._replace(call_overhead=None)))
+    assert with_call.enc - without.enc == pytest.approx(codec.call_overhead)
+    assert with_call.enc + with_call.decode(1) == pytest.approx(rows[2][0], rel=1e-3)
