@@ -15,9 +15,7 @@ loss falls and every rank ends with the same parameters. ~30 s on CPU.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 
 
@@ -81,17 +79,9 @@ def train(args) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--compressor", default="powersgd(rank=2)", help="kfsim compressor spec")
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--workers", type=int, default=2, help="ranks when starting itself under msrun")
-    args = ap.parse_args()
-    if "MS_ROLE" in os.environ:                     # a process msrun started
-        return train(args)
-    from kfsim.launch.selfstart import under_msrun
-    if under_msrun(__file__, sys.argv[1:], workers=args.workers):
-        raise SystemExit(1)
+    from kfsim.launch.selfstart import example_parser, run_example
+    args = example_parser(__doc__, compressor="powersgd(rank=2)", steps=40, lr=0.05).parse_args()
+    run_example(train, args, __file__)   # a rank: train(args); run plainly: itself under msrun
 
 
 if __name__ == "__main__":

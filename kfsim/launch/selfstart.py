@@ -1,8 +1,7 @@
 """Start a script under this interpreter's ``msrun`` (what ``examples/`` do when run plainly).
 
-    if "MS_ROLE" in os.environ:      # a process msrun started
-        return train(args)
-    raise SystemExit(under_msrun(__file__, sys.argv[1:], workers=2))
+    args = example_parser(__doc__, compressor="ef(topk(ratio=0.05))", steps=30, lr=0.1).parse_args()
+    run_example(train, args, __file__)   # a rank: train(args); else: itself under msrun, --workers ranks
 
 The ranks' logs go to a fresh temporary folder and are printed after msrun
 ends; msrun's workers start ``python`` from a PATH led by this interpreter's
@@ -10,8 +9,10 @@ folder, so they run in this environment. Returns msrun's exit status.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,3 +38,21 @@ def under_msrun(script: str | Path, argv: list[str], workers: int = 2, timeout_s
     if code:
         print(f"msrun exited {code} (logs in {logs})")
     return code
+
+
+def example_parser(doc: str, *, compressor: str, steps: int, lr: float) -> argparse.ArgumentParser:
+    """The options every MindSpore example takes (its defaults given)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--compressor", default=compressor, help="kfsim compressor spec")
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--workers", type=int, default=2, help="ranks when starting itself under msrun")
+    return ap
+
+
+def run_example(train, args, script: str) -> None:
+    """In a process msrun started: ``train(args)``; run plainly: ``script`` under msrun (exit 1 if it fails)."""
+    if "MS_ROLE" in os.environ:
+        train(args)
+    elif under_msrun(script, sys.argv[1:], workers=args.workers):
+        raise SystemExit(1)
