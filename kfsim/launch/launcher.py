@@ -239,7 +239,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         if ckpt_dir is None:
             raise ValueError("resume_step needs ckpt_dir")
         changed = check_checkpoint(Path(ckpt_dir), meta, resume_step, node.ranks, allow_changes)
-        integrity.verify(ckpt_dir, resume_step, node.ranks, node.node_rank if node.multi else None)
+        integrity.verify(ckpt_dir, resume_step, node.ranks, node.manifest_node)
     elif ckpt_dir is not None:
         integrity.prepare_dir(ckpt_dir, 0, overwrite)
     own_logs = log_dir is None
@@ -306,7 +306,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
             link.finish(err if err is not None or sys.exc_info()[0] is None else "its launcher was interrupted")
         supervise.kill_tree(proc, graceful=err is None)
         if ckpt_dir is not None:
-            integrity.write_sets(ckpt_dir, node.ranks, node.node_rank if node.multi else None)
+            integrity.write_sets(ckpt_dir, node.ranks, node.manifest_node)
         out.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -29,12 +29,9 @@ import threading
 import time
 from multiprocessing.connection import Client, Listener
 
+from kfsim.launch.nodes import link_port, resolve
+
 RETRY_S = 0.25
-
-
-def link_port(master_port: int) -> int:
-    """The launchers' port on node 0, beside the scheduler's."""
-    return master_port + 1
 
 
 def _key(c) -> bytes:
@@ -156,7 +153,6 @@ def open_link(cluster, log=None) -> NodeLink | None:
     """This node's link for a multi-node job (None for one node, or where it cannot be made)."""
     if not cluster.multi:
         return None
-    from kfsim.launch.nodes import resolve
     ip = resolve(cluster.master_addr)
     if ":" in ip:
         if log is not None:

@@ -31,6 +31,11 @@ DATA_PORT0, DATA_PORT_STRIDE = 8118, 256
 CONNECT_TIMEOUT_S = 3.0
 
 
+def link_port(master_port: int) -> int:
+    """The launchers' port on node 0 (:mod:`kfsim.launch.nodelink`), beside the scheduler's."""
+    return master_port + 1
+
+
 class Cluster(NamedTuple):
     workers: int                 # all ranks, over every node
     nodes: int = 1
@@ -51,6 +56,11 @@ class Cluster(NamedTuple):
     @property
     def multi(self) -> bool:
         return self.nodes > 1
+
+    @property
+    def manifest_node(self) -> int | None:
+        """The node a checkpoint set manifest is per (None: one node, one manifest per step)."""
+        return self.node_rank if self.multi else None
 
     @property
     def has_rank0(self) -> bool:
@@ -88,10 +98,10 @@ def cluster(workers: int, nodes: int = 1, node_rank: int = 0, master_addr: str |
         raise ValueError("--master-port must be below 65535: the launchers' link uses the next port")
     clash = data_port_clash(port, workers)
     if clash is None:
-        clash = data_port_clash(port + 1, workers)  # the launchers' link (kfsim.launch.nodelink)
+        clash = data_port_clash(link_port(port), workers)
     if clash is not None:
         raise ValueError(f"--master-port {port} collides with rank {clash}'s mccl data ports ({DATA_PORT0} + "
-                         f"{DATA_PORT_STRIDE}*rank; the launchers' link takes port {port + 1}); choose e.g. "
+                         f"{DATA_PORT_STRIDE}*rank; the launchers' link takes port {link_port(port)}); choose e.g. "
                          f"{DEFAULT_MASTER_PORT}")
     return Cluster(workers, nodes, node_rank, master_addr, port)
 
@@ -130,7 +140,7 @@ def check_network(c: Cluster) -> None:
         if not is_local(ip):
             raise ValueError(f"{where} is not an address of this machine: node 0 runs the scheduler on it, "
                              "so run --node-rank 0 on the machine that has that address")
-        for port in (c.master_port, c.master_port + 1):  # the scheduler's and the launchers' link
+        for port in (c.master_port, link_port(c.master_port)):  # the scheduler's and the launchers' link
             with socket.socket(_family(ip), socket.SOCK_STREAM) as s:
                 try:
                     s.bind((ip, port))
