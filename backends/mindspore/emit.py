@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends.mindspore.rules import RULES
-from backends.mindspore.trace import LoweringError, Program, Var
+from backends.mindspore.rules_fused import SHADOWED
+from backends.mindspore.trace import LOWERED_FUSED, LoweringError, Program, Var
 
 MS_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
              "uint16", "uint32", "uint64", "bool"}
@@ -39,6 +40,8 @@ class Emitter:
         self._scalars: dict = {}
         self._n = 0
         self.needed: set[int] | None = None  # ids of the values the outputs depend on (set by emit)
+        self.prog: Program | None = None  # the program being emitted (set by emit)
+        self._producers: dict = {}  # var id -> the equation whose rule wrote it
 
     @property
     def native(self) -> bool:
@@ -53,6 +56,34 @@ class Emitter:
             raise self.error(f"op {op!r} needs the host kernel {factory.__name__} (pyfunc custom ops run on "
                              f"CPU only), which device {self.device} cannot run")
         return self.prim(factory(*args), hint)
+
+    def note_outputs(self, eqn) -> None:
+        for o in eqn.outs:
+            self._producers[o.id] = eqn
+
+    def producer(self, v):
+        """The equation, already emitted, whose output ``v`` is (None for an input or constant)."""
+        return self._producers.get(v.id) if isinstance(v, Var) else None
+
+    def expand(self, eqn) -> None:
+        """Lower the recorded fused op ``eqn`` through its defining composition
+        (``compressors.fused.Fused``), traced into the program now, each primitive by its rule."""
+        from backends.mindspore.trace import Eqn, TracingOps
+        from compressors.fused import Fused
+        prog = self.prog
+        kwargs = {k: v for k, v in eqn.attrs.items() if k != "arg_names"}
+        kwargs.update(zip(eqn.attrs["arg_names"], eqn.args))
+        start = len(prog.eqns)
+        out = getattr(Fused, eqn.op)(TracingOps(prog, record=frozenset()), **kwargs)
+        sub = prog.eqns[start:]
+        del prog.eqns[start:]
+        outs = (out,) if len(eqn.outs) == 1 else tuple(out)
+        live, need = _live(prog, [v for v in outs if isinstance(v, Var)], self, sub)
+        self.needed |= need
+        for e in live:
+            emit_eqn(self, prog, e, Eqn)
+        for o, v in zip(eqn.outs, outs):
+            self.assign(o, self.operand(v, o.dtype))
 
     def used(self, v: Var) -> bool:
         """Whether a later equation or an output reads ``v``: a rule need not write an output
@@ -137,18 +168,24 @@ class Emitter:
         return s if shape == () else f"ops.broadcast_to({s}, {shape!r})"
 
 
-def live_eqns(prog: Program, outputs: Sequence[Var]):
+def live_eqns(prog: Program, outputs: Sequence[Var], em: "Emitter | None" = None):
     """The equations the outputs depend on, in program order (dead code removed)."""
-    return _live(prog, outputs)[0]
+    return _live(prog, outputs, em)[0]
 
 
-def _live(prog: Program, outputs: Sequence[Var]):
-    """(the live equations, the ids of every value the outputs depend on)."""
+def _live(prog: Program, outputs: Sequence[Var], em: "Emitter | None" = None, eqns=None):
+    """(the live equations of ``eqns`` (default: the program's), the ids of every value the
+    outputs depend on). With an emitter: what its rules read (a draw from MindSpore's own
+    generator, rng "fast", reads no key, so the key's fold_in is dead code, not a side-effect
+    node MindSpore would have to drop)."""
+    from backends.mindspore.rules_random import reads_key
     need = {v.id for v in outputs}
     keep = []
-    for eqn in reversed(prog.eqns):
+    for eqn in reversed(prog.eqns if eqns is None else eqns):
         if any(o.id in need for o in eqn.outs):
             keep.append(eqn)
+            if em is not None and eqn.op in ("random_bits", "uniform") and not reads_key(em, eqn):
+                continue
             for a in _vars(eqn.args):
                 need.add(a.id)
     return keep[::-1], need
@@ -179,34 +216,44 @@ def emit(em: Emitter, prog: Program, outputs: Sequence[Var]) -> None:
 
 
 def _emit(em: Emitter, prog: Program, outputs: Sequence[Var], Eqn) -> None:
-    eqns, em.needed = _live(prog, outputs)
+    eqns, em.needed = _live(prog, outputs, em)
+    em.prog = prog
     for eqn in eqns:
-        rule = RULES.get(eqn.op)
-        if rule is None:
-            raise em.error(f"op {eqn.op!r} has no MindSpore lowering rule")
-        if eqn.op in BF16_NATIVE or not any(v.dtype.name == "bfloat16" for v in list(_vars(eqn.args)) + list(eqn.outs)):
-            rule(em, eqn)
-            continue
-        shadow = {}
+        emit_eqn(em, prog, eqn, Eqn)
 
-        def sub(a):
-            if isinstance(a, Var) and a.dtype.name == "bfloat16":
-                if a.id not in shadow:
-                    shadow[a.id] = prog.new_var(a.shape, np.float32)
-                    em.line(f"{em.name(shadow[a.id])} = ops.cast({em.name(a)}, ms.float32)")
-                return shadow[a.id]
-            if isinstance(a, (list, tuple)) and not isinstance(a, np.ndarray):
-                return type(a)(sub(x) for x in a)
-            return a
 
-        args = tuple(sub(a) for a in eqn.args)
-        outs = tuple(prog.new_var(o.shape, np.float32) if o.dtype.name == "bfloat16" else o for o in eqn.outs)
-        em.needed |= {so.id for o, so in zip(eqn.outs, outs) if so is not o and em.used(o)}
-        attrs = dict(eqn.attrs, round_to="bfloat16") if eqn.op in ("sum", "scatter_add") else eqn.attrs
-        rule(em, Eqn(eqn.op, args, attrs, outs, eqn.out_tree))
-        for o, so in zip(eqn.outs, outs):
-            if so is not o and em.used(o):
-                em.line(f"{em.name(o)} = ops.cast({em.name(so)}, ms.bfloat16)")
+def emit_eqn(em: Emitter, prog: Program, eqn, Eqn) -> None:
+    """Run one equation's rule (bfloat16 operands through float32 shadows, as :func:`emit` says)."""
+    rule = RULES.get(eqn.op)
+    if rule is None:
+        raise em.error(f"op {eqn.op!r} has no MindSpore lowering rule")
+    em.note_outputs(eqn)
+    if eqn.op in BF16_NATIVE or not any(v.dtype.name == "bfloat16" for v in list(_vars(eqn.args)) + list(eqn.outs)):
+        rule(em, eqn)
+        return
+    if eqn.op in LOWERED_FUSED and eqn.op not in SHADOWED:  # bf16 ops round after each: lower them one by one
+        em.expand(eqn)
+        return
+    shadow = {}
+
+    def sub(a):
+        if isinstance(a, Var) and a.dtype.name == "bfloat16":
+            if a.id not in shadow:
+                shadow[a.id] = prog.new_var(a.shape, np.float32)
+                em.line(f"{em.name(shadow[a.id])} = ops.cast({em.name(a)}, ms.float32)")
+            return shadow[a.id]
+        if isinstance(a, (list, tuple)) and not isinstance(a, np.ndarray):
+            return type(a)(sub(x) for x in a)
+        return a
+
+    args = tuple(sub(a) for a in eqn.args)
+    outs = tuple(prog.new_var(o.shape, np.float32) if o.dtype.name == "bfloat16" else o for o in eqn.outs)
+    em.needed |= {so.id for o, so in zip(eqn.outs, outs) if so is not o and em.used(o)}
+    attrs = dict(eqn.attrs, round_to="bfloat16") if eqn.op in ("sum", "scatter_add") else eqn.attrs
+    rule(em, Eqn(eqn.op, args, attrs, outs, eqn.out_tree))
+    for o, so in zip(eqn.outs, outs):
+        if so is not o and em.used(o):
+            em.line(f"{em.name(o)} = ops.cast({em.name(so)}, ms.bfloat16)")
 
 
 _CELL_TEMPLATE = '''"""Generated by backends.mindspore.lower for {who} — do not edit."""

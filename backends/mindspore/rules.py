@@ -30,10 +30,12 @@ from backends.mindspore import rules_bits as bits
 from backends.mindspore import rules_casts as casts
 from backends.mindspore import rules_comm as comm
 from backends.mindspore import rules_elementwise as elem
+from backends.mindspore import rules_fused as fused
 from backends.mindspore import rules_random as rand
 from backends.mindspore import rules_reduce as reduce
 from backends.mindspore import rules_select as select
 from backends.mindspore import rules_shape as shape
+from backends.mindspore.trace import LOWERED_FUSED
 
 RULES = {
     **{op: arith.binary(op) for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt",
@@ -47,8 +49,9 @@ RULES = {
     "isfinite": elem.isfinite, "frexp": elem.frexp, "ldexp": elem.ldexp,
     "astype": casts.astype, "bitcast": casts.bitcast,
     "sum": reduce.sum_, "max": reduce.max_, "matmul": reduce.matmul,
-    "top_k": select.top_k, "top_k_abs": select.top_k_abs, "gather": select.gather, "scatter_add": select.scatter_add, "nonzero": select.nonzero,
+    "top_k": select.top_k, "gather": select.gather, "scatter_add": select.scatter_add, "nonzero": select.nonzero,
     "fold_in": rand.fold_in, "random_bits": rand.random_bits, "uniform": rand.uniform,
     "pack_bits": bits.pack_bits, "unpack_bits": bits.unpack_bits,
     "comm_sum": comm.comm_sum, "comm_gather": comm.comm_gather, "comm_max": comm.comm_max,
+    **{op: fused.fused() for op in LOWERED_FUSED}, "top_k_abs": fused.fused(select.top_k_abs),
 }

@@ -113,12 +113,25 @@ def unary(op):
 
 
 def getitem(em, eqn):
-    parts = []
-    for it in eqn.attrs["index"]:
-        if isinstance(it, slice):  # x[a:] stays a slice (stripping "a::" to "a" would index)
-            s = lambda p: "" if p is None else str(p)  # noqa: E731
-            parts.append(f"{s(it.start)}:{s(it.stop)}" + ("" if it.step is None else f":{it.step}"))
+    """Static ints and slices, lowered to what MindSpore's CPU StridedSlice does fast: an int
+    index as a one-entry slice and a reshape (dropping an axis takes a slow path: ``x[0]`` of
+    a (1, 2.1M) int32 array 148 ms, ``x[0:1]`` 1.5 ms); a slice of a whole axis not at all
+    (``x[:, 0:2102500]`` of a (1, 2102500) array: 170 ms)."""
+    x, out = eqn.args[0], eqn.outs[0]
+    if out.size == 0:
+        em.assign(out, em.filled(out.shape, 0, out.dtype))
+        return
+    parts, dropped = [], False
+    for it, dim in zip(eqn.attrs["index"], x.shape):
+        if isinstance(it, slice):
+            if it.indices(dim) == (0, dim, 1):
+                parts.append(":")
+            else:  # as written: indices() of a negative step gives a stop of -1 for "before 0"
+                s = lambda p: "" if p is None else str(p)  # noqa: E731
+                parts.append(f"{s(it.start)}:{s(it.stop)}" + ("" if it.step is None else f":{it.step}"))
         else:
-            parts.append(str(it))
-    x = em.ref(eqn.args[0])
-    em.assign(eqn.outs[0], f"{x}[{', '.join(parts)}]")
+            i = int(it) + dim if int(it) < 0 else int(it)
+            parts.append(":" if dim == 1 else f"{i}:{i + 1}")
+            dropped = True
+    expr = em.ref(x) if all(p == ":" for p in parts) else f"{em.ref(x)}[{', '.join(parts)}]"
+    em.assign(out, f"ops.reshape({expr}, {tuple(out.shape)!r})" if dropped else expr)

@@ -29,6 +29,12 @@ def _exact(em, eqn) -> bool:
     return em.rng == "exact" or bool(origin) and origin[0] == "fixed"
 
 
+def reads_key(em, eqn) -> bool:
+    """Whether the rule of a draw (``random_bits``, ``uniform``) reads its key: the exact
+    kernels do, MindSpore's own generators (rng "fast") do not."""
+    return _exact(em, eqn)
+
+
 def exact_bits(em, key, shape) -> str:
     """threefry bits of ``shape`` from ``key`` (the JAX bits): host kernel on CPU, native elsewhere."""
     from backends.mindspore import native

@@ -144,7 +144,7 @@ def _numba_bits():
 
 # -- Custom primitives ----------------------------------------------------------
 
-def _ms_dtype(dtype):
+def ms_dtype(dtype):
     import mindspore as ms
 
     return {"float32": ms.float32, "float64": ms.float64, "float16": ms.float16, "int32": ms.int32,
@@ -152,7 +152,7 @@ def _ms_dtype(dtype):
             "int8": ms.int8, "uint8": ms.uint8, "bool": ms.bool_, "bfloat16": ms.bfloat16}[np.dtype(dtype).name]
 
 
-def _custom(fn, shape_fn, dtype_fn):
+def custom(fn, shape_fn, dtype_fn):
     from mindspore import ops
 
     return ops.Custom(fn, out_shape=shape_fn, out_dtype=dtype_fn, func_type="pyfunc")
@@ -162,7 +162,7 @@ def fold_in_prim():
     """(key uint32[2], data int scalar) -> uint32[2]."""
     def fn(key, data):
         return np_fold_in(key, data)
-    return _custom(fn, lambda k, d: (2,), lambda k, d: _ms_dtype(np.uint32))
+    return custom(fn, lambda k, d: (2,), lambda k, d: ms_dtype(np.uint32))
 
 
 def random_bits_prim(shape):
@@ -170,7 +170,7 @@ def random_bits_prim(shape):
 
     def fn(key):
         return np_random_bits(key, shape)
-    return _custom(fn, lambda k: shape, lambda k: _ms_dtype(np.uint32))
+    return custom(fn, lambda k: shape, lambda k: ms_dtype(np.uint32))
 
 
 def bitcast_prim(dtype):
@@ -178,7 +178,7 @@ def bitcast_prim(dtype):
 
     def fn(x):
         return np.ascontiguousarray(x).view(dtype)
-    return _custom(fn, lambda s: s, lambda t: _ms_dtype(dtype))
+    return custom(fn, lambda s: s, lambda t: ms_dtype(dtype))
 
 
 def frexp_prim(dtype):
@@ -187,7 +187,7 @@ def frexp_prim(dtype):
     def fn(x):
         m, e = np.frexp(np.asarray(x, dtype))
         return m.astype(dtype), e.astype(np.int32)
-    return _custom(fn, lambda s: (s, s), lambda t: (_ms_dtype(dtype), _ms_dtype(np.int32)))
+    return custom(fn, lambda s: (s, s), lambda t: (ms_dtype(dtype), ms_dtype(np.int32)))
 
 
 def ldexp_prim(dtype):
@@ -196,7 +196,7 @@ def ldexp_prim(dtype):
     def fn(m, e):
         with np.errstate(over="ignore"):
             return np.ldexp(np.asarray(m, dtype), np.asarray(e).astype(np.int32)).astype(dtype)
-    return _custom(fn, lambda a, b: a, lambda a, b: _ms_dtype(dtype))
+    return custom(fn, lambda a, b: a, lambda a, b: ms_dtype(dtype))
 
 
 def topk64_prim(k):
@@ -208,7 +208,7 @@ def topk64_prim(k):
         key = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
         order = np.argsort(~key, kind="stable")[:k].astype(np.int32)
         return x[order], order
-    return _custom(fn, lambda s: ((k,), (k,)), lambda t: (_ms_dtype(np.float64), _ms_dtype(np.int32)))
+    return custom(fn, lambda s: ((k,), (k,)), lambda t: (ms_dtype(np.float64), ms_dtype(np.int32)))
 
 
 def scatter_add_bf16_prim(size):
@@ -222,4 +222,4 @@ def scatter_add_bf16_prim(size):
         i = np.where((idx >= 0) & (idx < size), idx, size)
         np.add.at(out, i, vals.astype(ml_dtypes.bfloat16))
         return out[:size].astype(np.float32)
-    return _custom(fn, lambda a, b: (size,), lambda a, b: _ms_dtype(np.float32))
+    return custom(fn, lambda a, b: (size,), lambda a, b: ms_dtype(np.float32))

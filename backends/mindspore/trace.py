@@ -24,9 +24,12 @@ import numpy as np
 from compressors.program import BINARY, COMM_OPS, UNARY, Eqn, LoweringError, Var, reference_fn  # noqa: F401
 from compressors.program import Program as _Program
 from compressors.program import TracingOps as _TracingOps
+from compressors.fused import FUSED_NAMES
 from compressors.ops import OP_NAMES
 
-LOWERED_FUSED = frozenset({"top_k_abs"})  # fused ops recorded whole: the table has a rule for each
+# fused ops recorded whole (the table has a rule for each, ``rules_fused``): all but the
+# sum and the two products, which are one MindSpore op or a matmul and a subtraction anyway
+LOWERED_FUSED = frozenset(FUSED_NAMES) - {"add", "matmul_nt", "sub_matmul_nt"}
 
 
 def _jax_reference():
@@ -52,8 +55,8 @@ class TracingOps(_TracingOps):
 
     name = "mindspore-trace"
 
-    def __init__(self, prog: _Program):
-        super().__init__(prog, record_fused=LOWERED_FUSED)
+    def __init__(self, prog: _Program, record: frozenset = LOWERED_FUSED):
+        super().__init__(prog, record_fused=record)
 
     def _unknown(self, op):
         return (f"{self._prog.who}: op {op!r} is not in the ops namespace "
