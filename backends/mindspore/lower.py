@@ -30,8 +30,10 @@ shared-key draws agree across ranks, but the values differ from JAX and the
 generator state is not in the checkpoint (a resumed run is not bit-identical).
 
 What is not graph-compiled: nothing in the step. On CPU the host kernels
-(threefry, float<->int bit casts, frexp/ldexp) are ``ops.Custom(pyfunc)`` nodes
-inside the graph; lowered for another ``device`` they are native ops
+(threefry, float<->int bit casts, frexp/ldexp, and every fused op of
+``compressors.fused`` as the NumPy backend's one-pass kernel:
+``backends.mindspore.rules_fused``) are ``ops.Custom(pyfunc)`` nodes inside
+the graph; lowered for another ``device`` they are native ops
 (``backends.mindspore.native``) and the one host-only kernel left (bf16
 scatter-add) is refused (``backends.mindspore.device``); ``init``
 (run once) executes the same generated code in PyNative.

@@ -124,11 +124,11 @@ def getitem(em, eqn):
     parts, dropped = [], False
     for it, dim in zip(eqn.attrs["index"], x.shape):
         if isinstance(it, slice):
-            if it.indices(dim) == (0, dim, 1):
+            start, stop, step = it.indices(dim)
+            if (start, stop, step) == (0, dim, 1):
                 parts.append(":")
-            else:  # as written: indices() of a negative step gives a stop of -1 for "before 0"
-                s = lambda p: "" if p is None else str(p)  # noqa: E731
-                parts.append(f"{s(it.start)}:{s(it.stop)}" + ("" if it.step is None else f":{it.step}"))
+            else:  # normalised (MindSpore does not clamp a start past the end for a negative step)
+                parts.append(f"{start}:{'' if stop < 0 else stop}" + ("" if step == 1 else f":{step}"))
         else:
             i = int(it) + dim if int(it) < 0 else int(it)
             parts.append(":" if dim == 1 else f"{i}:{i + 1}")
