@@ -38,11 +38,16 @@ def _row_norm(x, xi, lo, hi, P, buf, inf_bits, key, kf):
     m = kf[0]
     m = m if m > t(2.0**-126) else t(2.0**-126)
     f, e = math.frexp(float(m))  # m = f * 2**e exactly
-    p = t(2.0 ** -e)  # exact in x's dtype (at worst subnormal): v * p is ldexp(v, -e)
+    # v * 2**-e is ldexp(v, -e), exact; from e = 100 in two normal factors (2**-e alone is
+    # subnormal for e > 126 in float32: a thread that flushes subnormals, as MindSpore's
+    # kernel threads do, would make it 0 and the norm of a bucket holding 3e38 zero)
+    h1 = e // 2 if e >= 100 else 0
+    p1 = t(2.0 ** -h1)
+    p = t(2.0 ** -(e - h1))
     r = t(1) / t(f)
     w = hi - lo
     for i in range(w):
-        s = (x[lo + i] * p) * r
+        s = ((x[lo + i] * p1) * p) * r
         buf[i] = s * s
     for i in range(w, P):
         buf[i] = t(0)
