@@ -56,7 +56,7 @@ def matmul(em, eqn):
     33 ms as transpose + matmul, 15 ms in place). Not the right operand: ``P Q^T`` with Q
     thin is faster transposed first (8.4 vs 12.6 ms)."""
     a, b = eqn.args
-    ta = _untransposed(em, a)
+    ta = _untransposed(em, a) if len(b.shape) == 2 else None  # MatMul takes 2-D operands only
     if ta is None:
         em.assign(eqn.outs[0], f"ops.matmul({em.ref(a)}, {em.ref(b)})")
         return
