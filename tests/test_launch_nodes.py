@@ -91,6 +91,27 @@ def test_network_preflight_on_this_machine():
                 nodes.check_network(nodes.cluster(2, 2, 0, "127.0.0.1", port - 1))
 
 
+
+def test_a_link_port_in_time_wait_is_free():
+    """An earlier job's link leaves its port in TIME_WAIT; the link's Listener binds it
+    anyway (SO_REUSEADDR), so the preflight must not call it taken (it did, and a
+    two-node test failed after the one before it in the same namespaces)."""
+    from multiprocessing.connection import Client, Listener
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    if nodes.data_port_clash(port - 1, 2) is not None:
+        pytest.skip("the port below is one of mccl's data ports")
+    with Listener(("127.0.0.1", port), "AF_INET") as ls:
+        client = Client(("127.0.0.1", port), "AF_INET")
+        server = ls.accept()
+        server.close()  # the accepting side closes first: its port is in TIME_WAIT
+        client.close()
+    with socket.socket() as strict:  # still held: a plain bind is refused
+        with pytest.raises(OSError):
+            strict.bind(("127.0.0.1", port))
+    nodes.check_network(nodes.cluster(2, 2, 0, "127.0.0.1", port - 1))
+
 @pytest.mark.parametrize("argv,message", [
     (["--nodes", "2", "--node-rank", "2", "--master-addr", "127.0.0.1"], "--node-rank must be in 0..1"),
     (["--nodes", "2", "--workers", "3", "--master-addr", "127.0.0.1", "--global-batch", "63"], "multiple of --nodes 2"),

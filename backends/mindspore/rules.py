@@ -35,12 +35,13 @@ from backends.mindspore import rules_random as rand
 from backends.mindspore import rules_reduce as reduce
 from backends.mindspore import rules_select as select
 from backends.mindspore import rules_shape as shape
+from backends.mindspore import rules_slice
 from backends.mindspore.trace import LOWERED_FUSED
 
 RULES = {
     **{op: arith.binary(op) for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "le", "gt",
                                        "ge", "eq", "ne", "and", "or", "xor", "lshift", "rshift")},
-    "neg": arith.unary("neg"), "invert": arith.unary("invert"), "getitem": arith.getitem,
+    "neg": arith.unary("neg"), "invert": arith.unary("invert"), "getitem": rules_slice.getitem,
     "asarray": shape.asarray, "zeros": shape.zeros, "full": shape.full, "arange": shape.arange,
     "reshape": shape.reshape, "concatenate": shape.concatenate, "stack": shape.stack, "pad": shape.pad,
     "transpose": shape.transpose,

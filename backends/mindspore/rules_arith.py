@@ -1,5 +1,6 @@
 """Lowering rules of the Python operators on traced arrays (``+ - * / // % **``,
-comparisons, bitwise ops and shifts, ``-x``, ``~x``, ``x[i]``), and
+comparisons, bitwise ops and shifts, ``-x``, ``~x``; ``x[i]`` is
+:mod:`backends.mindspore.rules_slice`), and
 :func:`binop`, the MindSpore source of one binary operator, which the other
 rule modules use too. MindSpore traps worked around: bool arrays take logical
 ops, bf16 computes in float32 and rounds once, uint32 subtraction, negation
@@ -110,28 +111,3 @@ def unary(op):
             else:
                 raise em.error(f"~ on {name}")
     return rule
-
-
-def getitem(em, eqn):
-    """Static ints and slices, lowered to what MindSpore's CPU StridedSlice does fast: an int
-    index as a one-entry slice and a reshape (dropping an axis takes a slow path: ``x[0]`` of
-    a (1, 2.1M) int32 array 148 ms, ``x[0:1]`` 1.5 ms); a slice of a whole axis not at all
-    (``x[:, 0:2102500]`` of a (1, 2102500) array: 170 ms)."""
-    x, out = eqn.args[0], eqn.outs[0]
-    if out.size == 0:
-        em.assign(out, em.filled(out.shape, 0, out.dtype))
-        return
-    parts, dropped = [], False
-    for it, dim in zip(eqn.attrs["index"], x.shape):
-        if isinstance(it, slice):
-            start, stop, step = it.indices(dim)
-            if (start, stop, step) == (0, dim, 1):
-                parts.append(":")
-            else:  # normalised (MindSpore does not clamp a start past the end for a negative step)
-                parts.append(f"{start}:{'' if stop < 0 else stop}" + ("" if step == 1 else f":{step}"))
-        else:
-            i = int(it) + dim if int(it) < 0 else int(it)
-            parts.append(":" if dim == 1 else f"{i}:{i + 1}")
-            dropped = True
-    expr = em.ref(x) if all(p == ":" for p in parts) else f"{em.ref(x)}[{', '.join(parts)}]"
-    em.assign(out, f"ops.reshape({expr}, {tuple(out.shape)!r})" if dropped else expr)

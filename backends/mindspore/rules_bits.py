@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from backends.mindspore.rules_slice import slice_source
+
 
 def pack_bits(em, eqn):
     from backends.common import check_bits
@@ -32,4 +34,5 @@ def unpack_bits(em, eqn):
     w = em.tmp(f"ops.broadcast_to(ops.reshape({em.ref(words)}, ({nw}, 1)), ({nw}, {per}))")
     sh = em.const(np.broadcast_to(np.arange(per, dtype=np.uint32) * np.uint32(bits), (nw, per)).copy())
     u = em.tmp(f"ops.bitwise_and(ops.bitwise_right_shift({w}, {sh}), {em.scalar(mask, 'uint32')})")
-    em.assign(out, f"ops.reshape({u}, ({nw * per},))[:{count}]")
+    flat = em.tmp(f"ops.reshape({u}, ({nw * per},))")
+    em.assign(out, flat if count == nw * per else slice_source(flat, (nw * per,), [(0, count, 1)]))

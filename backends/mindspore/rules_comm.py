@@ -17,6 +17,7 @@ import numpy as np
 
 from backends.mindspore.rules_arith import binop
 from backends.mindspore.rules_elementwise import extremum_expr
+from backends.mindspore.rules_slice import row
 
 GATHERABLE = {"float16", "float32", "float64", "int32", "int64"}
 
@@ -42,10 +43,11 @@ def comm_sum(em, eqn):
         summed = f"{em.prim_expr('ops.AllReduce()', 'allreduce')}(ops.cast({a}, ms.{carrier}))"
         em.assign(out, f"ops.cast({summed}, {em.dt(x.dtype)})")
         return
-    g = _allgather(em, a, x.shape, x.dtype, eqn.attrs["n"])  # exact rank-order sum
-    total = f"{g}[0]"
-    for i in range(1, eqn.attrs["n"]):
-        total = em.tmp(binop(em, "add", total, f"{g}[{i}]", x.dtype))
+    n = eqn.attrs["n"]
+    g = _allgather(em, a, x.shape, x.dtype, n)  # exact rank-order sum
+    total = em.tmp(row(g, (n,) + tuple(x.shape), 0))
+    for i in range(1, n):
+        total = em.tmp(binop(em, "add", total, em.tmp(row(g, (n,) + tuple(x.shape), i)), x.dtype))
     em.assign(out, total)
 
 
@@ -99,7 +101,7 @@ def comm_max(em, eqn):
     (x,), out = eqn.args, eqn.outs[0]
     n = eqn.attrs["n"]
     g = _allgather(em, em.ref(x), x.shape, x.dtype, n)
-    total = f"{g}[0]"
+    total = em.tmp(row(g, (n,) + tuple(x.shape), 0))
     for i in range(1, n):
-        total = em.tmp(extremum_expr(em, "max", total, f"{g}[{i}]", x.dtype))
+        total = em.tmp(extremum_expr(em, "max", total, em.tmp(row(g, (n,) + tuple(x.shape), i)), x.dtype))
     em.assign(out, total)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from backends.mindspore.rules_slice import slice_source
+
 
 def top_k(em, eqn):
     (x,), (vals, idx), k = eqn.args, eqn.outs, eqn.attrs["k"]
@@ -100,7 +102,7 @@ def scatter_add(em, eqn):
     tgt = em.tmp(f"ops.reshape(ops.where({ok}, {i}, {em.scalar(size, 'int32')}), ({vals.size}, 1))")
     v = em.tmp(f"ops.reshape({em.ref(vals)}, ({vals.size},))")
     buf = em.tmp(f"ops.tensor_scatter_add({em.filled((size + 1,), 0, out.dtype)}, {tgt}, {v})")
-    em.assign(out, f"{buf}[:{size}]")
+    em.assign(out, slice_source(buf, (size + 1,), [(0, size, 1)]))
 
 
 def nonzero(em, eqn):
@@ -116,4 +118,4 @@ def nonzero(em, eqn):
     val = em.tmp(f"ops.where({take}, ops.sub(ops.arange(0, {n}, 1, dtype=ms.int32), {em.scalar(n, 'int32')}), "
                  f"{em.scalar(0, 'int32')})")
     buf = em.tmp(f"ops.tensor_scatter_add({em.filled((cap + 1,), 0, np.int32)}, {tgt}, {val})")
-    em.assign(out, f"ops.add({buf}[:{cap}], {em.scalar(n, 'int32')})")
+    em.assign(out, f"ops.add({slice_source(buf, (cap + 1,), [(0, cap, 1)])}, {em.scalar(n, 'int32')})")

@@ -142,6 +142,8 @@ def check_network(c: Cluster) -> None:
                              "so run --node-rank 0 on the machine that has that address")
         for port in (c.master_port, link_port(c.master_port)):  # the scheduler's and the launchers' link
             with socket.socket(_family(ip), socket.SOCK_STREAM) as s:
+                if port != c.master_port:  # bound as the link's Listener binds it: an earlier job's
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT does not block it
                 try:
                     s.bind((ip, port))
                 except OSError as exc:

@@ -54,7 +54,6 @@ def parse_args(argv=None):
     p.add_argument("--oom-at", type=int, default=None,
                    help="rank 1 runs out of memory at this step: a 2 GiB allocation under an "
                         "address-space limit 256 MiB above its size (tests)")
-    p.add_argument("--timing-detail", action="store_true", help="also time the reducer alone per step")
     p.add_argument("--fingerprint-every", type=int, default=0,
                    help="every N steps append a fingerprint of the parameters to <run_dir>/fp.rank<r>")
     p.add_argument("--changed", default=None,
