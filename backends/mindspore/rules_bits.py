@@ -35,4 +35,4 @@ def unpack_bits(em, eqn):
     sh = em.const(np.broadcast_to(np.arange(per, dtype=np.uint32) * np.uint32(bits), (nw, per)).copy())
     u = em.tmp(f"ops.bitwise_and(ops.bitwise_right_shift({w}, {sh}), {em.scalar(mask, 'uint32')})")
     flat = em.tmp(f"ops.reshape({u}, ({nw * per},))")
-    em.assign(out, flat if count == nw * per else slice_source(flat, (nw * per,), [(0, count, 1)]))
+    em.assign(out, slice_source(flat, (nw * per,), [(0, count, 1)]))

@@ -45,10 +45,7 @@ def comm_sum(em, eqn):
         return
     n = eqn.attrs["n"]
     g = _allgather(em, a, x.shape, x.dtype, n)  # exact rank-order sum
-    total = em.tmp(row(g, (n,) + tuple(x.shape), 0))
-    for i in range(1, n):
-        total = em.tmp(binop(em, "add", total, em.tmp(row(g, (n,) + tuple(x.shape), i)), x.dtype))
-    em.assign(out, total)
+    em.assign(out, _rank_order(em, g, n, x.shape, lambda t, r: binop(em, "add", t, r, x.dtype)))
 
 
 def wire_dtype(eqn) -> np.dtype:
@@ -90,6 +87,15 @@ def _allgather(em, a, shape, dtype, n):
     return g
 
 
+def _rank_order(em, g, n, shape, combine) -> str:
+    """The rows of a gathered (n, *shape) array folded in rank order: combine(total, row)."""
+    rows = (em.tmp(row(g, (n,) + tuple(shape), i)) for i in range(n))
+    total = next(rows)
+    for r in rows:
+        total = em.tmp(combine(total, r))
+    return total
+
+
 def comm_gather(em, eqn):
     """GATHER round: AllGather, stacked on a new leading worker axis."""
     (x,), out = eqn.args, eqn.outs[0]
@@ -101,7 +107,4 @@ def comm_max(em, eqn):
     (x,), out = eqn.args, eqn.outs[0]
     n = eqn.attrs["n"]
     g = _allgather(em, em.ref(x), x.shape, x.dtype, n)
-    total = em.tmp(row(g, (n,) + tuple(x.shape), 0))
-    for i in range(1, n):
-        total = em.tmp(extremum_expr(em, "max", total, em.tmp(row(g, (n,) + tuple(x.shape), i)), x.dtype))
-    em.assign(out, total)
+    em.assign(out, _rank_order(em, g, n, x.shape, lambda t, r: extremum_expr(em, "max", t, r, x.dtype)))

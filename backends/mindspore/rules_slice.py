@@ -5,7 +5,7 @@ MindSpore's CPU StridedSlice has slow paths (found with MindSpore's profiler;
 (2, K) int32 array, ``x[1:2]``, took 263 ms on 8.4M elements where ``ops.slice``
 took 5.8 ms. A gathered payload of n workers is split into its rows that way, so
 with 2 simulated workers an int8 exchange of 10.7M parameters spent 370 of its
-660 ms in StridedSlice (now 234 ms in all). For a strided block (a column)
+660 ms in StridedSlice (a probe; now 234 ms in all). For a strided block (a column)
 StridedSlice is the faster one (11 vs 43 ms). So:
 
 * a slice that is one contiguous block of memory (axes before the sliced one
