@@ -122,7 +122,8 @@ def to_ms(x):
     if x.dtype.name == "bfloat16":
         from mindspore import ops
         return ops.cast(ms.Tensor(x.astype(np.float32)), ms.bfloat16)
-    return ms.Tensor(np.array(x, order="C"))
+    # one copy (MindSpore's), none of NumPy's unless strided (ascontiguousarray would make 0-d 1-d)
+    return ms.Tensor(x if x.flags.c_contiguous else np.array(x, order="C"))
 
 
 def to_np(t):

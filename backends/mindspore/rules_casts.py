@@ -26,7 +26,7 @@ def astype(em, eqn):
         hi_ = em.tmp(f"ops.where(ops.greater_equal({t}, {em.scalar(top, work)}), {em.scalar(info.max, dst)}, {safe})")
         em.assign(out, f"ops.where(ops.less({t}, {em.scalar(lo, work)}), {em.scalar(info.min, dst)}, {hi_})")
     elif src == dst:
-        em.assign(out, a)
+        em.alias(out, x)
     else:
         em.assign(out, f"ops.cast({a}, {em.dt(dst)})")
 
@@ -47,7 +47,7 @@ def bitcast(em, eqn):
     if src.itemsize != dst.itemsize:
         raise em.error(f"bitcast {src.name} -> {dst.name} (widths differ)")
     if src == dst:
-        em.assign(out, em.ref(x))
+        em.alias(out, x)
     elif is_int(src) and is_int(dst):
         em.assign(out, f"ops.cast({em.ref(x)}, {em.dt(dst)})")
     elif src.name == "bfloat16":  # bf16 bits = high half of the exact float32 upcast

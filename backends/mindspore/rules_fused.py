@@ -28,18 +28,21 @@ SHADOWED = frozenset({"top_k_abs"})
 HOST_FLOATS = ("float32", "float64")  # dtypes the NumPy kernels take (others fall back to compositions)
 
 
-def host_fused_prim(op: str, arg_names: tuple, static: tuple, outs: tuple):
+def host_fused_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg_shapes: tuple = ()):
     """The NumPy backend's ``op`` as a pyfunc kernel: array arguments ``arg_names`` (in
-    order), static keywords ``static`` ((name, value) pairs), outputs ``outs`` ((shape,
-    dtype) pairs; one output unless several)."""
+    order; where ``arg_shapes`` gives their shapes, each is reshaped to its own — a view),
+    static keywords ``static`` ((name, value) pairs), outputs ``outs`` ((shape, dtype)
+    pairs; one output unless several)."""
     from backends.mindspore.runtime import custom, ms_dtype
     from backends.numpy.ops import OPS
 
     kernel, kwargs = getattr(OPS, op), dict(static)
     shapes = tuple(tuple(int(s) for s in shape) for shape, _ in outs)
     dtypes = tuple(np.dtype(d) for _, d in outs)
+    views = tuple(tuple(int(s) for s in shape) for shape in arg_shapes) or (None,) * len(arg_names)
 
     def call(*arrays):
+        arrays = [a if v is None or v == () or a.shape == v else a.reshape(v) for a, v in zip(arrays, views)]
         res = kernel(**dict(zip(arg_names, arrays)), **kwargs)
         res = (res,) if len(outs) == 1 else tuple(res)
         got = tuple(np.ascontiguousarray(np.asarray(r, d).reshape(s)) for r, d, s in zip(res, dtypes, shapes))
@@ -76,10 +79,12 @@ def fused(own_rule=None):
     def rule(em, eqn):
         if runs_on_host(em, eqn):
             static = tuple((k, v) for k, v in eqn.attrs.items() if k != "arg_names")
-            outs = tuple((o.shape, o.dtype) for o in eqn.outs)
-            prim = em.host(host_fused_prim, eqn.op, tuple(eqn.attrs["arg_names"]), static, outs, op=eqn.op,
-                           hint="fused")
-            call = f"{prim}({', '.join(em.ref(a) for a in eqn.args)})"
+            # reshapes around the kernel are folded into it (free on its NumPy views)
+            outs = tuple((em.reshaped_as(o), o.dtype) for o in eqn.outs)
+            args = [em.unreshaped(a) for a in eqn.args]
+            prim = em.host(host_fused_prim, eqn.op, tuple(eqn.attrs["arg_names"]), static, outs,
+                           tuple(a.shape for a in eqn.args), op=eqn.op, hint="fused")
+            call = f"{prim}({', '.join(em.ref(a) for a in args)})"
             if len(eqn.outs) == 1:
                 em.assign(eqn.outs[0], call)
             else:

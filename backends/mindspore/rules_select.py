@@ -5,8 +5,9 @@ unique, so ties go to the lowest i
 and NaN (orderkey = INT32_MAX) ranks above +inf. float64 in a native graph:
 the int64 orderkey leaves no room for i, so it is first replaced by its rank
 among the k largest keys (0 below them). ``tensor_scatter_*`` raise out of
-range: indices outside ``[0, size)`` go to a dump slot that is sliced off;
-gather reads 0 there.
+range: indices outside ``[0, size)`` go to a dump slot that is sliced off
+(scatter_add of float32/float64 on CPU is a host kernel instead, the NumPy
+backend's, which drops them); gather reads 0 there.
 """
 from __future__ import annotations
 
@@ -96,6 +97,13 @@ def scatter_add(em, eqn):
         prim = em.host(rt.scatter_add_bf16_prim, size, op="scatter_add", hint="scat")
         em.assign(out, f"{prim}(ops.reshape({em.operand(idx, np.int32)}, ({vals.size},)), "
                        f"ops.reshape({em.ref(vals)}, ({vals.size},)))")
+        return
+    if not em.native and out.dtype.name in ("float32", "float64"):
+        # on CPU a host kernel: one pass writing the output, where MindSpore's scatter copies a
+        # zero buffer (size + 1: the dump slot) and slicing the slot off copies it again
+        idx = em.unreshaped(idx) if idx.dtype == np.int32 else idx
+        prim = em.host(rt.scatter_add_prim, size, out.dtype, em.reshaped_as(out), op="scatter_add", hint="scat")
+        em.assign(out, f"{prim}({em.operand(idx, np.int32)}, {em.ref(em.unreshaped(vals))})")
         return
     i = em.tmp(f"ops.reshape({em.operand(idx, np.int32)}, ({vals.size},))")
     ok = em.tmp(f"ops.logical_and(ops.greater_equal({i}, {em.scalar(0, 'int32')}), ops.less({i}, {em.scalar(size, 'int32')}))")

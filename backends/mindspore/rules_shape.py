@@ -30,8 +30,11 @@ def arange(em, eqn):
 
 
 def reshape(em, eqn):
-    out = eqn.outs[0]
-    em.assign(out, f"ops.reshape({em.ref(eqn.args[0])}, {out.shape!r})")
+    out, x = eqn.outs[0], eqn.args[0]
+    if em.presized(x, out.shape):  # a host kernel wrote x in this shape already
+        em.alias(out, x)
+        return
+    em.assign(out, f"ops.reshape({em.ref(x)}, {out.shape!r})")
 
 
 def concatenate(em, eqn):
@@ -40,20 +43,23 @@ def concatenate(em, eqn):
     if not xs:
         em.assign(out, em.filled(out.shape, 0, out.dtype))
     elif len(xs) == 1:
-        em.assign(out, em.ref(xs[0]))
+        em.alias(out, xs[0])
     else:
         em.assign(out, f"ops.concat(({', '.join(em.operand(x, out.dtype) for x in xs)},), {eqn.attrs['axis']})")
 
 
 def stack(em, eqn):
-    out = eqn.outs[0]
-    em.assign(out, f"ops.stack(({', '.join(em.operand(x, out.dtype) for x in eqn.args[0])},), 0)")
+    out, xs = eqn.outs[0], eqn.args[0]
+    if len(xs) == 1 and getattr(xs[0], "dtype", None) == out.dtype:  # a new leading axis: a view, where Stack copies
+        em.assign(out, f"ops.reshape({em.ref(xs[0])}, {out.shape!r})")
+        return
+    em.assign(out, f"ops.stack(({', '.join(em.operand(x, out.dtype) for x in xs)},), 0)")
 
 
 def pad(em, eqn):
     (x,), out, after = eqn.args, eqn.outs[0], eqn.attrs["after"]
     if after == 0:
-        em.assign(out, em.ref(x))
+        em.alias(out, x)
     elif x.size == 0:
         em.assign(out, em.filled(out.shape, 0, out.dtype))
     else:
