@@ -42,7 +42,8 @@ def host_fused_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg_s
     views = tuple(tuple(int(s) for s in shape) for shape in arg_shapes) or (None,) * len(arg_names)
 
     def call(*arrays):
-        arrays = [a if v is None or v == () or a.shape == v else a.reshape(v) for a, v in zip(arrays, views)]
+        # (a 0-d tensor arrives as a Python number: left as it is)
+        arrays = [a if v is None or getattr(a, "shape", v) == v else a.reshape(v) for a, v in zip(arrays, views)]
         res = kernel(**dict(zip(arg_names, arrays)), **kwargs)
         res = (res,) if len(outs) == 1 else tuple(res)
         got = tuple(np.ascontiguousarray(np.asarray(r, d).reshape(s)) for r, d, s in zip(res, dtypes, shapes))
