@@ -201,10 +201,13 @@ def hand_fn(spec, vals):
 
 # ---- kfsim lowered and NumPy --------------------------------------------------------------------
 
-def reducer_fn(spec, vals, rng):
+def reducer_fn(spec, vals, rng, step: int = 0):
+    """The deployed reducer of ``spec`` in its phase at ``step`` (a schedule: DGC's warm-up)."""
     import mindspore as ms
+
+    import compressors as C
     from backends.mindspore.reducer import compressed_reducer
-    cell = compressed_reducer(spec, vals, n=1, rank=0, seed=0, rng=rng)
+    cell = compressed_reducer(C.parse(spec).step(step), vals, n=1, rank=0, seed=0, rng=rng, step=step)
     ms.set_context(mode=ms.GRAPH_MODE)
 
     def run():  # mutable: a plain tuple of Tensors is a graph constant, recompiled on every call
