@@ -128,3 +128,24 @@ def test_stack_of_one_is_a_reshape_and_scalars_stay_0d():
     assert s0.shape == (1,) and s0.tolist() == [2.5]
     np.testing.assert_array_equal(s1, y[None])
     assert a1.shape == () and float(a1) == 3.5  # to_ms keeps a 0-d input 0-d
+
+
+@pytest.mark.parametrize("bits,cap", [([1, 0, 1, 1, 0, 1], 3), ([1, 0, 1], 5), ([0, 0, 0, 0], 2),
+                                      ([1], 1), ([0, 1, 1, 0, 1, 1, 1, 0], 8)])
+def test_nonzero_host_kernel_matches_numpy_and_stays_native_off_cpu(bits, cap):
+    """nonzero (threshold's, DGC's selection) on CPU is the NumPy backend's kernel: the first
+    ``cap`` positions, padded with the mask's size; for GPU/Ascend the native cumsum+scatter."""
+    from backends.numpy.ops import OPS
+    mask = np.asarray(bits, bool)
+
+    def build(prog, m):
+        return [_ops()(prog).nonzero(m, cap)]
+    cell = _cell(build, mask)
+    assert "self.nonzero" in _body(cell) and "tensor_scatter_add" not in _body(cell)
+    (got,) = _run(cell, mask)
+    want = OPS.nonzero(mask, cap)
+    assert got.dtype == np.int32 and got.tolist() == want.tolist()
+    native = _cell(build, mask, device="GPU")
+    assert "tensor_scatter_add" in _body(native) and "self.nonzero" not in _body(native)
+    (got,) = _run(native, mask)
+    assert got.tolist() == want.tolist()
