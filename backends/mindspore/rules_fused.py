@@ -28,22 +28,22 @@ SHADOWED = frozenset({"top_k_abs"})
 HOST_FLOATS = ("float32", "float64")  # dtypes the NumPy kernels take (others fall back to compositions)
 
 
-def host_fused_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg_shapes: tuple = ()):
+def numpy_kernel_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg_shapes: tuple):
     """The NumPy backend's ``op`` as a pyfunc kernel: array arguments ``arg_names`` (in
-    order; where ``arg_shapes`` gives their shapes, each is reshaped to its own — a view),
-    static keywords ``static`` ((name, value) pairs), outputs ``outs`` ((shape, dtype)
-    pairs; one output unless several)."""
+    order; each reshaped to its shape in ``arg_shapes`` — a view), static keywords
+    ``static`` ((name, value) pairs), outputs ``outs`` ((shape, dtype) pairs; one output
+    unless several)."""
     from backends.mindspore.runtime import custom, ms_dtype
     from backends.numpy.ops import OPS
 
     kernel, kwargs = getattr(OPS, op), dict(static)
     shapes = tuple(tuple(int(s) for s in shape) for shape, _ in outs)
     dtypes = tuple(np.dtype(d) for _, d in outs)
-    views = tuple(tuple(int(s) for s in shape) for shape in arg_shapes) or (None,) * len(arg_names)
+    views = tuple(tuple(int(s) for s in shape) for shape in arg_shapes)
 
     def call(*arrays):
         # (a 0-d tensor arrives as a Python number: left as it is)
-        arrays = [a if v is None or getattr(a, "shape", v) == v else a.reshape(v) for a, v in zip(arrays, views)]
+        arrays = [a if getattr(a, "shape", v) == v else a.reshape(v) for a, v in zip(arrays, views)]
         res = kernel(**dict(zip(arg_names, arrays)), **kwargs)
         res = (res,) if len(outs) == 1 else tuple(res)
         got = tuple(np.ascontiguousarray(np.asarray(r, d).reshape(s)) for r, d, s in zip(res, dtypes, shapes))
@@ -54,6 +54,16 @@ def host_fused_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg_s
     if len(outs) == 1:
         return custom(fn, lambda *a: shapes[0], lambda *a: ms_dtype(dtypes[0]))
     return custom(fn, lambda *a: shapes, lambda *a: tuple(ms_dtype(d) for d in dtypes))
+
+
+def host_call(em, op: str, arg_names, args, static, outs, hint: str) -> str:
+    """Source calling the NumPy backend's ``op`` as one host kernel on the traced ``args``
+    (named ``arg_names``; static keywords ``static``) giving the Vars ``outs``. Reshapes
+    around it are folded into it (free on its NumPy views; MindSpore's CPU Reshape copies)."""
+    srcs = [em.unreshaped(a) for a in args]
+    prim = em.host(numpy_kernel_prim, op, tuple(arg_names), tuple(static),
+                   tuple((em.reshaped_as(o), o.dtype) for o in outs), tuple(a.shape for a in args), op=op, hint=hint)
+    return f"{prim}({', '.join(em.ref(a) for a in srcs)})"
 
 
 _ARITY = {
@@ -80,12 +90,7 @@ def fused(own_rule=None):
     def rule(em, eqn):
         if runs_on_host(em, eqn):
             static = tuple((k, v) for k, v in eqn.attrs.items() if k != "arg_names")
-            # reshapes around the kernel are folded into it (free on its NumPy views)
-            outs = tuple((em.reshaped_as(o), o.dtype) for o in eqn.outs)
-            args = [em.unreshaped(a) for a in eqn.args]
-            prim = em.host(host_fused_prim, eqn.op, tuple(eqn.attrs["arg_names"]), static, outs,
-                           tuple(a.shape for a in eqn.args), op=eqn.op, hint="fused")
-            call = f"{prim}({', '.join(em.ref(a) for a in args)})"
+            call = host_call(em, eqn.op, eqn.attrs["arg_names"], eqn.args, static, eqn.outs, "fused")
             if len(eqn.outs) == 1:
                 em.assign(eqn.outs[0], call)
             else:

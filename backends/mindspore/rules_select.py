@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from backends.mindspore.rules_fused import host_call
 from backends.mindspore.rules_slice import slice_source
+from backends.mindspore.trace import Var
 
 
 def top_k(em, eqn):
@@ -98,12 +100,10 @@ def scatter_add(em, eqn):
         em.assign(out, f"{prim}(ops.reshape({em.operand(idx, np.int32)}, ({vals.size},)), "
                        f"ops.reshape({em.ref(vals)}, ({vals.size},)))")
         return
-    if not em.native and out.dtype.name in ("float32", "float64"):
+    if not em.native and out.dtype.name in ("float32", "float64") and size > 0 and isinstance(idx, Var):
         # on CPU a host kernel: one pass writing the output, where MindSpore's scatter copies a
         # zero buffer (size + 1: the dump slot) and slicing the slot off copies it again
-        idx = em.unreshaped(idx) if idx.dtype == np.int32 else idx
-        prim = em.host(rt.scatter_add_prim, size, out.dtype, em.reshaped_as(out), op="scatter_add", hint="scat")
-        em.assign(out, f"{prim}({em.operand(idx, np.int32)}, {em.ref(em.unreshaped(vals))})")
+        em.assign(out, host_call(em, "scatter_add", ("idx", "vals"), (idx, vals), (("size", size),), (out,), "scat"))
         return
     i = em.tmp(f"ops.reshape({em.operand(idx, np.int32)}, ({vals.size},))")
     ok = em.tmp(f"ops.logical_and(ops.greater_equal({i}, {em.scalar(0, 'int32')}), ops.less({i}, {em.scalar(size, 'int32')}))")
@@ -116,14 +116,13 @@ def scatter_add(em, eqn):
 def nonzero(em, eqn):
     (mask,), out, cap = eqn.args, eqn.outs[0], eqn.attrs["capacity"]
     n = mask.size
-    if cap == 0:
-        em.assign(out, em.filled((0,), 0, np.int32))
+    if cap == 0 or n == 0:  # nothing to find: every slot holds the padding, mask.size
+        em.assign(out, em.filled((cap,), n, np.int32))
         return
     if not em.native:  # on CPU a host kernel: the scatter below copies its buffer twice (32 ms for 10^7)
-        from backends.mindspore import runtime as rt
-        em.assign(out, f"{em.host(rt.nonzero_prim, cap, op='nonzero', hint='nonzero')}({em.ref(em.unreshaped(mask))})")
+        em.assign(out, host_call(em, "nonzero", ("mask",), (mask,), (("capacity", cap),), (out,), "nonzero"))
         return
-    m = em.ref(mask)
+    m = em.ref(mask) if mask.ndim == 1 else em.tmp(f"ops.reshape({em.ref(mask)}, ({n},))")  # flat positions
     cs = em.tmp(f"ops.cumsum(ops.cast({m}, ms.int32), 0)")
     take = em.tmp(f"ops.logical_and({m}, ops.less_equal({cs}, {em.scalar(cap, 'int32')}))")
     tgt = em.tmp(f"ops.reshape(ops.where({take}, ops.sub({cs}, {em.scalar(1, 'int32')}), {em.scalar(cap, 'int32')}), ({n}, 1))")

@@ -211,28 +211,6 @@ def topk64_prim(k):
     return custom(fn, lambda s: ((k,), (k,)), lambda t: (ms_dtype(np.float64), ms_dtype(np.int32)))
 
 
-def scatter_add_prim(size, dtype, shape):
-    """(idx int32[m], vals[m]) -> ``shape`` (``size`` elements): the NumPy backend's
-    scatter_add (in index order; indices outside [0, size) drop), written in ``shape``."""
-    from backends.numpy.ops import OPS
-    size, dtype, shape = int(size), np.dtype(dtype), tuple(int(s) for s in shape)
-
-    def fn(idx, vals):
-        return OPS.scatter_add(size, idx, np.asarray(vals, dtype)).reshape(shape)
-    return custom(fn, lambda a, b: shape, lambda a, b: ms_dtype(dtype))
-
-
-def nonzero_prim(capacity):
-    """mask bool[...] -> int32[capacity]: the NumPy backend's nonzero (the first
-    ``capacity`` flat positions of the True entries, padded with mask.size)."""
-    from backends.numpy.ops import OPS
-    capacity = int(capacity)
-
-    def fn(mask):
-        return np.asarray(OPS.nonzero(np.asarray(mask, bool), capacity), np.int32)
-    return custom(fn, lambda a: (capacity,), lambda a: ms_dtype(np.int32))
-
-
 def scatter_add_bf16_prim(size):
     """scatter_add accumulating in bfloat16 (rounded after every add, in index order);
     float32 in and out (exact carriers of bf16 values)."""

@@ -52,8 +52,7 @@ class RunConfig:
             object.__setattr__(self, attr, comp)
             if comp is not None and not isinstance(value, str):
                 object.__setattr__(self, field, comp.spec)
-        if self.task not in tasks.TASKS:
-            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(tasks.TASKS)}")
+        tasks.check(self.task)
         for name in ("workers", "batch", "steps", "eval_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

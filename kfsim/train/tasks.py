@@ -35,12 +35,17 @@ DEFAULT_TASK = {"mlp": "fmnist-mlp", "cnn": "fmnist-cnn", "charlm": "kjv-charlm"
 TARGET_ACCURACY = {"fmnist-mlp": 0.78, "fmnist-cnn": 0.78, "kjv-charlm": 0.30}
 
 
+def check(name: str) -> None:
+    """ValueError naming the tasks unless ``name`` is one."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+
+
 def target_accuracy(name: str, given: float | None = None) -> float:
     """``given``, else task ``name``'s default time-to-accuracy target."""
     if given is not None:
         return given
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    check(name)
     return TARGET_ACCURACY[name]
 
 
@@ -56,8 +61,7 @@ def _kjv_split(split: str):
 
 def load(name: str, limit_train: int | None = None, limit_test: int | None = None) -> Task:
     """The task's data (raises kfsim.data.DataUnavailable naming the package if absent)."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    check(name)
     for lim, what in ((limit_train, "limit_train"), (limit_test, "limit_test")):
         if lim is not None and lim < 1:
             raise ValueError(f"{what} must be >= 1, got {lim}")

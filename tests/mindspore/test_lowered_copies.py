@@ -149,3 +149,27 @@ def test_nonzero_host_kernel_matches_numpy_and_stays_native_off_cpu(bits, cap):
     assert "tensor_scatter_add" in _body(native) and "self.nonzero" not in _body(native)
     (got,) = _run(native, mask)
     assert got.tolist() == want.tolist()
+
+
+def test_host_kernel_edges_keep_their_native_answers():
+    """The edges the host kernels must not change: a scatter into nothing, a scatter with
+    constant indices (native form), an empty mask (every slot the padding 0), a 2-D mask."""
+    from backends.numpy.ops import OPS
+    vals = np.asarray([1.0, 2.0], np.float32)
+
+    def into_nothing(prog, i, v):
+        return [_ops()(prog).scatter_add(0, i, v)]
+    (got,) = _run(_cell(into_nothing, np.asarray([0, 1], np.int32), vals), np.asarray([0, 1], np.int32), vals)
+    assert got.shape == (0,) and got.dtype == np.float32
+
+    def constant_idx(prog, v):
+        return [_ops()(prog).scatter_add(4, np.asarray([1, 3], np.int32), v)]
+    (got,) = _run(_cell(constant_idx, vals), vals)
+    assert got.tolist() == [0.0, 1.0, 0.0, 2.0]
+
+    for mask, cap in ((np.zeros(0, bool), 2), (np.asarray([[1, 0], [1, 1]], bool), 3)):
+        def build(prog, m):
+            return [_ops()(prog).nonzero(m, cap)]
+        for device in ("CPU", "GPU"):
+            (got,) = _run(_cell(build, mask, device=device), mask)
+            assert got.tolist() == OPS.nonzero(mask, cap).tolist(), (mask.shape, device)
