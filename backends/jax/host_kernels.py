@@ -206,11 +206,11 @@ def usable(n: int, *floats) -> bool:
     import jax
 
     return (n >= HOST_MIN and all(a.dtype in FLOATS for a in floats) and jax.default_backend() == "cpu"
-            and _thread_safe())
+            and thread_safe())
 
 
 @functools.lru_cache(maxsize=None)
-def _thread_safe() -> bool:
+def thread_safe() -> bool:
     sums.halving_sum(np.ones(1 << 13, np.float32), True, False)  # a threaded kernel picks the layer
     return numba.threading_layer() in ("omp", "tbb")
 
@@ -218,7 +218,7 @@ def _thread_safe() -> bool:
 def _call(name: str, make, results, *args):
     import jax
 
-    _thread_safe()  # a cached threaded body links against the pool's symbols: start the pool first
+    thread_safe()  # a cached threaded body links against the pool's symbols: start the pool first
     return jax.ffi.ffi_call(ffi.target(name, make), results, vmap_method="sequential")(*args)
 
 

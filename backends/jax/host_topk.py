@@ -95,7 +95,14 @@ def select_row(bits, k, mask, nbits, out):
     _finish(bits, k, mask, nbits, -1, n, out)  # every key survives
 
 
-def _handler(width: int):
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _select_rows(bits, k, mask, nbits, idx):
+    """:func:`select_row` of every row, the rows shared among the threads."""
+    for i in numba.prange(bits.shape[0]):
+        select_row(bits[i], k, mask, nbits, idx[i])
+
+
+def _handler(width: int, threaded: bool):
     bits_t = np.int32 if width == 4 else np.int64
     mask = bits_t((1 << (8 * width - 1)) - 1)
     nbits = 8 * width - 1
@@ -116,8 +123,11 @@ def _handler(width: int):
             rows *= xd[j]
         bits = numba.carray(ptr(x_addr), (rows, n), bits_t)
         idx = numba.carray(ptr(o_addr), (rows, k), np.int32)
-        for i in range(rows):
-            select_row(bits[i], k, mask, nbits, idx[i])
+        if threaded and rows > 1:
+            _select_rows(bits, k, mask, nbits, idx)
+        else:
+            for i in range(rows):
+                select_row(bits[i], k, mask, nbits, idx[i])
         return ptr(0)
 
     return call
@@ -125,11 +135,16 @@ def _handler(width: int):
 
 @functools.lru_cache(maxsize=None)
 def _target(width: int) -> str:
-    """Register the handler for float rows of ``width`` bytes (once); its name."""
+    """Register the handler for float rows of ``width`` bytes (once); its name. Several rows
+    (a vmapped call) are shared among Numba's threads where its thread pool may be entered
+    from XLA's threads at once (``host_kernels.thread_safe``: OpenMP or TBB)."""
     import jax
 
-    name = f"kfsim_top_k_abs_f{8 * width}"
-    fn = _handler(width)
+    from backends.jax.host_kernels import thread_safe
+
+    threaded = thread_safe()
+    name = f"kfsim_top_k_abs_f{8 * width}" + ("_mt" if threaded else "")
+    fn = _handler(width, threaded)
     _KEEP.append(fn)  # the registered pointer must outlive the call sites
     jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(fn.address), platform="cpu")
     return name

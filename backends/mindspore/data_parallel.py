@@ -74,10 +74,13 @@ def phases(comp, horizon: int) -> list[int]:
 
 def kfsim_reducer(compression, params: Sequence, *, n: int | None = None, rank: int | None = None,
                   seed: int = 0, rng: str = "exact", collective: str = "auto",
-                  bucket_bytes: float = DEFAULT_BUCKET_BYTES, step: int = 0, horizon: int = 100_000):
+                  bucket_bytes: float = DEFAULT_BUCKET_BYTES, step: int = 0, horizon: int = 100_000,
+                  prefix: str = "kfsim"):
     """The gradient reducer Cell for ``params`` compressing with ``compression`` (spec or Compressor).
 
-    ``step``: the step the run starts at (a resume). Raises ValueError for a bad
+    ``step``: the step the run starts at (a resume). ``prefix``: the state
+    Parameters' name prefix (``<prefix>.state.<tensor>.<field>``, ``<prefix>.step``;
+    distinct per reducer when a Cell holds several). Raises ValueError for a bad
     spec or option before anything is compiled.
     """
     import compressors
@@ -91,7 +94,8 @@ def kfsim_reducer(compression, params: Sequence, *, n: int | None = None, rank: 
         from mindspore.communication import get_group_size, get_rank
         n = get_group_size() if n is None else n
         rank = get_rank() if rank is None else rank
-    opts = dict(n=n, rank=rank, seed=seed, rng=rng, collective=collective, bucket_bytes=bucket_bytes)
+    opts = dict(n=n, rank=rank, seed=seed, rng=rng, collective=collective, bucket_bytes=bucket_bytes,
+                prefix=prefix)
     starts = phases(comp, horizon)
     first = compressed_reducer(comp.step(starts[0]), params, step=step, **opts)
     cell = first if len(starts) == 1 else scheduled(comp, starts, [first] + [

@@ -8,9 +8,10 @@ once per inner step t, which mirrors :mod:`kfsim.train.local` exactly:
   (``compressors.outer.accumulate``);
 * after it, the fragment whose exchange starts at t (``LocalSGD.starts``)
   sends its pseudo-gradients a_r through the *lowered* compressed reducer
-  (:func:`backends.mindspore.reducer.compressed_reducer`, one per fragment,
-  its step counter set to t so the keys are ``make_keys(seed, t, rank)`` as
-  in the simulation; EF and other compressor state stays in the reducer, per
+  (:func:`backends.mindspore.data_parallel.kfsim_reducer`, one per fragment,
+  its step counter set to t so the keys are ``make_keys(seed, t, rank)`` and
+  a scheduled compressor's phase is ``comp.phase_of(t)``, as in the
+  simulation; EF and other compressor state stays in the reducer, per
   worker), and ``compressors.outer.started`` books the mean in flight;
 * the fragment whose update lands at t takes the outer Nesterov step
   (``compressors.outer.land``), then p_r = θ − η (pending_r + a_r)
@@ -46,7 +47,8 @@ class LocalStepper:
     FIELDS = ("anchor", "momentum", "inflight", "accum", "pending")
 
     def __init__(self, algo: algo_mod.LocalSGD, comp, net, loss_fn, model: str, lr: float, *, n: int, rank: int,
-                 seed: int, rng: str, collective: str, start: int, bucket_bytes: float | None = None):
+                 seed: int, rng: str, collective: str, start: int, horizon: int,
+                 bucket_bytes: float | None = None):
         import mindspore as ms
         from mindspore import nn
 
@@ -65,17 +67,18 @@ class LocalStepper:
         self.opts = dict(n=n, rank=rank, seed=seed, rng=rng, collective=collective)
         if bucket_bytes is not None:
             self.opts["bucket_bytes"] = bucket_bytes
+        self.horizon = horizon
         self.reducers = [self._reducer(f, start) for f in range(len(self.frags))]
-        self.phases = [comp.phase_of(start)] * len(self.frags)
         self.holder = self._holder()
         self.sent, self.extra = 0, {}
 
-    def _reducer(self, f: int, t: int, state=None):
-        from backends.mindspore import reducer as R
+    def _reducer(self, f: int, t: int):
+        """Fragment f's reducer (a scheduled compressor's phases inside it, chosen by its step counter)."""
+        from backends.mindspore.data_parallel import kfsim_reducer
 
         names = sorted(self.frags[f])  # the runner's leaf order (a dict flattens by sorted key)
-        return R.compressed_reducer(self.comp.step(t), [self.outer.anchor[k] for k in names], state=state, step=t,
-                                    prefix=f"kfsim.frag{f}", **self.opts)
+        return kfsim_reducer(self.comp, [self.outer.anchor[k] for k in names], step=t, horizon=self.horizon,
+                             prefix=f"kfsim.frag{f}", **self.opts)
 
     def _holder(self):
         from mindspore import Parameter, nn
@@ -130,18 +133,13 @@ class LocalStepper:
         self.sent, self.extra = 0, {}
         f = algo.starts(t)
         if f is not None:
-            if self.comp.phase_of(t) != self.phases[f]:
-                from backends.mindspore.reducer import reducer_state
-                self.reducers[f] = self._reducer(f, t, reducer_state(self.reducers[f])[0])
-                self.phases[f] = self.comp.phase_of(t)
             red, names = self.reducers[f], sorted(self.frags[f])
-            red.step.set_data(ms.Tensor(np.int32(t)))
+            red.step.set_data(ms.Tensor(np.int32(t)))  # keys and phase of step t, as the simulation's
             mean = red(ms.mutable(tuple(ms.Tensor(self.worker.accum[k]) for k in names)))
             mean = {k: m.asnumpy() for k, m in zip(names, mean)}
             self.outer, (self.worker,) = algo_mod.started(np_ops, self.outer, [self.worker], names, mean)
-            self.sent = red.payload_bytes
-            self.extra = {"fragment": f, "collectives": red.collectives, "buckets": red.buckets,
-                          "payload_bytes": red.payload_bytes, "wire_bytes": red.wire_bytes}
+            self.extra = {"fragment": f, **red.accounting(t)}
+            self.sent = self.extra["payload_bytes"]
         h = algo.lands(t)
         if h is not None:
             self.outer, (self.worker,) = algo_mod.land(np_ops, algo, self.lr, self.outer, [self.worker],

@@ -83,6 +83,7 @@ def main(argv=None) -> int:
         import_user(target)
     from backends.mindspore.runtime import setup
     setup(a.device)
+    from backends.mindspore.data_parallel import kfsim_reducer  # (before init(): its NumPy start-up check)
     import mindspore as ms
     from mindspore import nn, ops
     from mindspore.communication import get_group_size, get_rank, init
@@ -124,11 +125,13 @@ def main(argv=None) -> int:
     comp = None if native else compressors.parse(a.spec)  # the worker's argv: a boundary
     dense_bytes = compressors.parse("none()").payload_bytes(R.abstract(avals))
 
-    def make_reducer(t, state=None):
+    def make_reducer(t):
+        """The run's one reducer from step t: a scheduled compressor's phases are graphs inside
+        it, switched by its step counter (``kfsim_reducer``, the public API's own reducer)."""
         if native:
             return R.native_reducer(opt.parameters, n)
-        return R.compressed_reducer(comp.step(t), values, n=n, rank=rank, seed=a.seed, rng=a.rng,
-                                    collective=a.collective, state=state, step=t, bucket_bytes=cap)
+        return kfsim_reducer(comp, values, n=n, rank=rank, seed=a.seed, rng=a.rng, collective=a.collective,
+                             bucket_bytes=cap, step=t, horizon=a.steps)
 
     class Container(nn.Cell):
         def __init__(self, net, opt, reducer):
@@ -164,7 +167,7 @@ def main(argv=None) -> int:
         from kfsim.train.config import local_algo
         algo = local_algo(a.local_steps, a.outer_lr, a.outer_momentum, a.fragments, a.overlap_steps, len(values))
         local = LocalStepper(algo, comp, net, loss_fn, a.model, a.lr, n=n, rank=rank, seed=a.seed, rng=a.rng,
-                             collective=a.collective, start=start, bucket_bytes=cap)
+                             collective=a.collective, start=start, horizon=a.steps, bucket_bytes=cap)
         reducer = local.cell()
     else:
         reducer = make_reducer(start)
@@ -176,10 +179,9 @@ def main(argv=None) -> int:
             raise RuntimeError(f"rank {rank}: checkpoint {path} lacks {not_loaded}")
         if local is not None:
             local.loaded()
-    phase = None if native else comp.phase_of(start)
     train = make_train(reducer) if local is None else None
     mean_loss = MeanLoss()
-    bytes_per_step = dense_bytes if native else 0 if local is not None else reducer.payload_bytes
+    bytes_per_step = dense_bytes if native else 0
     writer = None
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
@@ -194,12 +196,6 @@ def main(argv=None) -> int:
         writer = records.Writer(a.record, "mindspore", meta)
     stop = a.steps if a.stop_after is None else min(a.steps, a.stop_after)
     for t in range(start, stop):
-        if local is None and not native and comp.phase_of(t) != phase:
-            state, _ = R.reducer_state(reducer)
-            reducer = make_reducer(t, state)
-            train = make_train(reducer)
-            phase = comp.phase_of(t)
-            bytes_per_step = reducer.payload_bytes
         if a.die_at is not None and t == a.die_at and rank == 1:
             os._exit(3)
         if a.oom_at is not None and t == a.oom_at and rank == 1:
@@ -222,8 +218,8 @@ def main(argv=None) -> int:
             extra.update(local.extra)
             bytes_per_step = local.sent
         elif not native:
-            extra.update(collectives=reducer.collectives, buckets=reducer.buckets,
-                         payload_bytes=reducer.payload_bytes, wire_bytes=reducer.wire_bytes)
+            extra.update(reducer.accounting(t))
+            bytes_per_step = extra["payload_bytes"]
         acc = None
         if writer is not None and ((a.eval_every and (t + 1) % a.eval_every == 0) or t + 1 == a.steps):
             if local is None:

@@ -4,7 +4,8 @@ The namespaces come from :class:`kfsim.testbed.netns.Testbed` (``kfsim-w0`` 10.2
 ``kfsim-w1`` 10.213.47.2, veths on a bridge in ``kfsim-hub``; removed on exit even when a
 test fails). Node 0 (w0) runs the scheduler and rank 0, node 1 (w1) rank 1; the ranks
 exchange gradients over the veths (the eth0 counters prove it), node 0 alone writes the
-run record, whose steps carry both ranks' gathered parameter fingerprints. Then the
+run record, whose steps carry both ranks' gathered parameter fingerprints; local SGD
+runs across the two machines as the simulation says. Then the
 network preflight inside a namespace: a master nobody routes to, and a node 0 started on
 a machine that does not own ``--master-addr``, are one ``error:`` line before any process.
 """
@@ -46,15 +47,15 @@ def two_nodes():
     assert not netns.namespaces(), "namespaces left behind"
 
 
-def _launch(tb, node: int, out: Path, *extra: str) -> subprocess.Popen:
+def _launch(tb, node: int, out: Path, *extra: str, steps: int = 3) -> subprocess.Popen:
     argv = [KFSIM, "launch", "--nodes", "2", "--node-rank", str(node), "--master-addr", tb.ip(0),
-            "--workers", "2", "--steps", "3", "--fingerprint-every", "1",  # the default master port, 7118
+            "--workers", "2", "--steps", str(steps), "--fingerprint-every", "1",  # the default master port, 7118
             "--timeout", "3min", "--out", str(out), "--json", *extra]
     return subprocess.Popen(tb.exec_argv(node, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _both(tb, tmp_path, extra, out="node"):
-    procs = [_launch(tb, i, tmp_path / f"{out}{i}", *extra(i)) for i in range(2)]
+def _both(tb, tmp_path, extra, out="node", steps: int = 3):
+    procs = [_launch(tb, i, tmp_path / f"{out}{i}", *extra(i), steps=steps) for i in range(2)]
     try:
         outs = [p.communicate(timeout=240) for p in procs]
     finally:
@@ -117,6 +118,30 @@ def test_two_nodes_train_one_job(two_nodes, tmp_path):
     assert [s.step for s in again.steps] == [2] and again.meta["resume_step"] == 2
     assert again.steps[0].loss == rec.steps[2].loss
     assert again.steps[0].extra["fingerprints"] == rec.steps[2].extra["fingerprints"]
+
+
+def test_two_nodes_run_local_sgd(two_nodes, tmp_path):
+    """Local SGD / DiLoCo across the two machines (H = 2, Nesterov outer step, EF top-k pseudo-gradients):
+    node 0's record follows the simulation (losses, the exchange steps and their bytes), and both ranks'
+    θ fingerprints agree at every step."""
+    from compressors.outer import LocalSGD
+    from kfsim import records
+    from tests.mindspore.test_msrun import TOL
+    from tests.mindspore.test_msrun_local import simulate
+
+    spec, algo, steps = "ef(topk(ratio=0.01))", LocalSGD(local_steps=2, outer_lr=0.7, outer_momentum=0.9), 4
+    _both(two_nodes, tmp_path, lambda i: ["-c", spec, "--local-steps", "2", "--outer-lr", "0.7",
+                                          "--outer-momentum", "0.9"], steps=steps)
+    rec = records.read(tmp_path / "node0" / "record.jsonl")
+    sim = simulate(spec, algo, steps)
+    assert rec.meta["nodes"] == 2 and rec.meta["local"] == dict(algo._asdict())
+    assert max(abs(a.loss - b.loss) for a, b in zip(rec.steps, sim.steps)) < TOL[spec]
+    assert [s.bytes_sent for s in rec.steps] == [s.bytes_sent for s in sim.steps]
+    assert [s.step for s in rec.steps if s.bytes_sent] == [1, 3]
+    for s in rec.steps:
+        fps = s.extra["fingerprints"]
+        assert len(fps) == 2 and fps[0] == fps[1], (s.step, fps)
+    assert len({s.extra["fingerprints"][0] for s in rec.steps}) == 3  # θ moves at the outer steps (1, 3) only
 
 
 DIE = ("import sys, time; from kfsim.launch import launch, LaunchError\n"

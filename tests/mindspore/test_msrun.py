@@ -121,6 +121,29 @@ def test_checkpoint_resume_and_killed_worker(tmp_path):
         launch(spec, steps=8, batch=64, ckpt_dir=ck, resume_step=4)
 
 
+def test_scheduled_compressor_switches_phase_inside_one_reducer(tmp_path):
+    """warm-up (dense for steps 0..2, then EF top-k): the worker's one reducer (kfsim_reducer, the
+    public API's) switches phase by its step counter where the simulation does, with the plan's bytes
+    of each phase; a resume from step 2 crosses the switch and replays steps 2..5 bit for bit."""
+    spec, steps = "warmup(ef(topk(ratio=0.01)), steps=3)", 6
+    ck = tmp_path / "ckpt"
+    full = records.read(launch(spec, steps=steps, batch=64, record=tmp_path / "full.jsonl", timeout_s=600,
+                               ckpt_dir=ck, ckpt_every=2, log_dir=tmp_path / "l0").record)
+    from kfsim.train import loop
+    from kfsim.train.config import RunConfig
+    sim = loop.run(RunConfig(task="fmnist-mlp", compressor=spec, workers=2, batch=64, lr=0.1, steps=steps,
+                             seed=0, eval_every=10_000, limit_test=64)).steps
+    assert max(abs(a.loss - b.loss) for a, b in zip(full.steps, sim)) < TOL["ef(topk(ratio=0.01))"]
+    assert [s.bytes_sent for s in full.steps] == [s.bytes_sent for s in sim]
+    dense, sparse = full.steps[0].bytes_sent, full.steps[-1].bytes_sent
+    assert [s.bytes_sent for s in full.steps] == [dense] * 3 + [sparse] * 3 and sparse < dense / 10
+    assert [s.extra["payload_bytes"] for s in full.steps] == [s.bytes_sent for s in full.steps]
+    res = records.read(launch(spec, steps=steps, batch=64, ckpt_dir=ck, resume_step=2, record=tmp_path / "res.jsonl",
+                              timeout_s=600, log_dir=tmp_path / "l1").record)
+    assert [(s.step, s.loss, s.extra["rank_loss"], s.bytes_sent) for s in res.steps] == \
+        [(s.step, s.loss, s.extra["rank_loss"], s.bytes_sent) for s in full.steps[2:]]
+
+
 def test_diverged_replicas_stop_the_job(tmp_path):
     """Rank 1 nudges a weight at step 3: the fingerprints of step 4 differ and the job stops there."""
     with pytest.raises(LaunchError, match="replicas diverged at step 4") as info:
