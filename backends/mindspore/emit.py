@@ -100,6 +100,16 @@ class Emitter:
         """Whether ``v``'s tensor already has ``shape`` (a host kernel wrote it so)."""
         return self._presized.get(v.id) == tuple(shape)
 
+    def tensor_shape(self, v: Var) -> tuple:
+        """The shape ``v``'s MindSpore tensor has (a host kernel may have written it reshaped)."""
+        return self._presized.get(v.id, tuple(v.shape))
+
+    def named(self, v):
+        """The value whose tensor ``v`` names (following identity rules' aliases)."""
+        while isinstance(v, Var) and v.id in self._aliases:
+            v = self._aliases[v.id]
+        return v
+
     def expand(self, eqn) -> None:
         """Lower the recorded fused op ``eqn`` through its defining composition
         (``compressors.fused.Fused``), traced into the program now, each primitive by its rule."""
@@ -324,14 +334,15 @@ def cache_dir() -> Path:
     return d
 
 
-_ASSIGNED = re.compile(r"^([vt]\d+) = (ops\.reshape\(|[vt]\d+$)")  # a reshape, or a name for another
+_ASSIGNED = re.compile(r"^([vt]\d+) = (ops\.(reshape|concat|slice|stack)\(|[vt]\d+$)")  # a pure shape op, or a name
 _NAME = re.compile(r"\b[vt]\d+\b")
 
 
 def drop_unread_reshapes(body: Sequence[str]) -> list[str]:
-    """``body`` without the reshapes and renamings no later line reads (a host kernel
-    that folded its input's reshape leaves one): MindSpore would drop them too, but the
-    source should say what runs."""
+    """``body`` without the reshapes, concatenations, stacks, slices and renamings no later
+    line reads (a host kernel that folded its input's reshape leaves one; a slice that is
+    one operand of a concatenation or stack names the operand): MindSpore would drop them
+    too, but the source should say what runs."""
     read: set = set()
     keep = []
     for line in reversed(body):

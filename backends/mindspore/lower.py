@@ -24,10 +24,12 @@ into one graph with the runner's in-process loopback (used by the
 conformance tests).
 
 RNG: ``rng="exact"`` reproduces JAX's threefry bits (host kernel inside the
-graph); ``rng="fast"`` uses MindSpore's ``UniformInt``/``UniformReal`` seeded
-from (seed, rank for worker keys, call site): statistically equivalent, the
-shared-key draws agree across ranks, but the values differ from JAX and the
-generator state is not in the checkpoint (a resumed run is not bit-identical).
+graph); ``rng="fast"`` in a graph for GPU/Ascend uses MindSpore's
+``UniformInt``/``UniformReal`` seeded from (seed, rank for worker keys, call
+site): statistically equivalent, the shared-key draws agree across ranks, but
+the values differ from JAX and the generator state is not in the checkpoint (a
+resumed run is not bit-identical). On CPU the exact host kernels are the faster
+ones, so there ``fast`` is ``exact`` (``backends.mindspore.rules_random``).
 
 What is not graph-compiled: nothing in the step. On CPU the host kernels
 (threefry, float<->int bit casts, frexp/ldexp, and every fused op of

@@ -27,6 +27,11 @@ def astype(em, eqn):
         em.assign(out, f"ops.where(ops.less({t}, {em.scalar(lo, work)}), {em.scalar(info.min, dst)}, {hi_})")
     elif src == dst:
         em.alias(out, x)
+    elif not em.native and {src.name, dst.name} == {"float32", "float16"}:
+        # MindSpore's CPU Cast float32 <-> float16 runs at ~1/3 of the NumPy backend's kernel
+        # (10.7M: 22 vs 7 ms there and back): that kernel, as a host kernel
+        from backends.mindspore.rules_fused import host_call
+        em.assign(out, host_call(em, "astype", ("x",), (x,), (("dtype", dst),), (out,), hint="astype"))
     else:
         em.assign(out, f"ops.cast({a}, {em.dt(dst)})")
 

@@ -1,9 +1,13 @@
 """Lowering rules of the randomness ops: ``fold_in``, ``random_bits``,
 ``uniform``. RNG mode ``exact`` runs threefry (the JAX bits): the host kernels on CPU,
 ``backends.mindspore.native``'s uint32 ops in a graph for another device;
-``fast`` uses MindSpore's own generators, seeded per run, site and worker —
-except for draws from the ``fixed`` key (origin ``("fixed",)``), which must
-repeat at every step (sketch hashes) and so always take the exact kernels.
+``fast`` asks for the fastest generator of the graph's device: in a graph for
+GPU/Ascend MindSpore's own generators, seeded per run, site and worker; on CPU the
+exact host kernels, which are faster there than MindSpore's ``UniformInt`` (randomk
+on 10.7M: 146 vs 335 ms per step, ``benchmarks/bench_ms_builtins.py``), so a CPU
+graph is the same in both modes. Draws from the ``fixed`` key (origin
+``("fixed",)``) must repeat at every step (sketch hashes) and always take the
+exact kernels.
 """
 from __future__ import annotations
 
@@ -26,12 +30,12 @@ def _fast_seeds(em, eqn):
 
 def _exact(em, eqn) -> bool:
     origin = eqn.outs[0].origin or eqn.args[0].origin
-    return em.rng == "exact" or bool(origin) and origin[0] == "fixed"
+    return em.rng == "exact" or not em.native or bool(origin) and origin[0] == "fixed"
 
 
 def reads_key(em, eqn) -> bool:
     """Whether the rule of a draw (``random_bits``, ``uniform``) reads its key: the exact
-    kernels do, MindSpore's own generators (rng "fast") do not."""
+    kernels do, MindSpore's own generators (rng "fast" off CPU) do not."""
     return _exact(em, eqn)
 
 

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
+from backends.mindspore.trace import Var
+
 
 def _parts(index, shape) -> tuple[list[tuple[int, int, int]], bool]:
     """Normalised (start, stop, step) per axis, and whether an int index drops an axis."""
@@ -74,10 +78,41 @@ def row(ref: str, shape: Sequence[int], i: int) -> str:
     return index_source(ref, shape, (i,), tuple(shape[1:]))
 
 
+def concat_part(em, x, index, out):
+    """The operand of the concatenation (or stack) ``x`` that ``x[index]`` is exactly (a
+    block of the leading axis at that operand's bounds, the other axes whole; row i of a
+    stack), or None."""
+    src = em.named(x)
+    p = em.producer(src)
+    if p is not None and p.op == "stack" and len(tuple(index)) == 1 and isinstance(index[0], (int, np.integer)):
+        row = p.args[0][int(index[0])]
+        ok = isinstance(row, Var) and row.dtype == out.dtype and em.tensor_shape(row) == tuple(out.shape)
+        return row if ok else None
+    if p is None or p.op != "concatenate" or p.attrs["axis"] != 0:
+        return None
+    parts, dropped = _parts(index, src.shape)
+    (start, stop, step), rest = parts[0], parts[1:]
+    if dropped or step != 1 or any(q != (0, d, 1) for q, d in zip(rest, src.shape[1:])):
+        return None
+    at = 0
+    for a in p.args[0]:
+        size = a.shape[0]
+        if (at, at + size) == (start, stop):
+            ok = getattr(a, "dtype", None) == out.dtype and em.tensor_shape(a) == tuple(out.shape)
+            return a if ok else None
+        at += size
+    return None
+
+
 def getitem(em, eqn):
-    """``x[index]``, static ints and slices."""
+    """``x[index]``, static ints and slices; a slice that is one operand of a
+    concatenation is that operand (a bucket split where nothing travelled between)."""
     x, out = eqn.args[0], eqn.outs[0]
     if out.size == 0:
         em.assign(out, em.filled(out.shape, 0, out.dtype))
+        return
+    part = concat_part(em, x, eqn.attrs["index"], out)
+    if part is not None:
+        em.alias(out, part)
         return
     em.assign(out, index_source(em.ref(x), x.shape, eqn.attrs["index"], out.shape))

@@ -199,18 +199,6 @@ def ldexp_prim(dtype):
     return custom(fn, lambda a, b: a, lambda a, b: ms_dtype(dtype))
 
 
-def topk64_prim(k):
-    """Stable top-k of a float64 vector by IEEE totalOrder (ties: lowest index)."""
-    k = int(k)
-
-    def fn(x):
-        bits = np.ascontiguousarray(x).view(np.int64)
-        key = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
-        order = np.argsort(~key, kind="stable")[:k].astype(np.int32)
-        return x[order], order
-    return custom(fn, lambda s: ((k,), (k,)), lambda t: (ms_dtype(np.float64), ms_dtype(np.int32)))
-
-
 def scatter_add_bf16_prim(size):
     """scatter_add accumulating in bfloat16 (rounded after every add, in index order);
     float32 in and out (exact carriers of bf16 values)."""

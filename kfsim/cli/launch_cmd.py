@@ -36,7 +36,8 @@ def launch_cmd(
     lr: float = typer.Option(0.1, help="SGD learning rate"),
     seed: int = typer.Option(0),
     device: str = typer.Option("CPU", help="CPU (tested); GPU or Ascend (passed to MindSpore, untested here)"),
-    rng: str = typer.Option("exact", help="exact: JAX threefry bits; fast: MindSpore's own RNG"),
+    rng: str = typer.Option("exact", help="exact: JAX threefry bits; fast: MindSpore's own RNG on GPU/Ascend "
+                                          "(on CPU the exact kernels, faster there)"),
     collective: str = typer.Option("auto", help="auto (AllReduce/AllGather by law), allgather, allreduce"),
     bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb", metavar="MiB",
                                               help="the reducer's bucket cap in MiB (2^20 B) of dense gradient, "

@@ -1,6 +1,8 @@
 """Lowering: user-written compressors, clear errors at lowering time, RNG modes."""
 from __future__ import annotations
 
+import functools
+
 import math
 
 import jax.numpy as jnp
@@ -76,13 +78,14 @@ def test_gather_only_compressor_rejected_for_allreduce():
 
 
 def test_fast_rng_runs_and_differs_from_exact():
-    """fast mode: MindSpore's RNG — same law, different bits than threefry."""
+    """fast mode in a GPU/Ascend graph: MindSpore's RNG — same law, different bits than threefry
+    (the native graph runs here on the CPU)."""
     import compressors
     comp = compressors.parse("randomk(ratio=0.2)")
     shapes = [(50,)]
     per = [[np.arange(50, dtype=np.float32) + 1.0] for _ in range(2)]
-    exact = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="exact")
-    fast = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="fast")
+    exact = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="exact", device="GPU")
+    fast = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=0, rng="fast", device="GPU")
     me, _ = exact(per, exact.init(per), 0)
     mf, _ = fast(per, fast.init(per), 0)
     # shared-key draws agree across workers: both pick the same k coordinates, so exactly k are nonzero
@@ -100,29 +103,55 @@ def test_first_mismatch_finds_nothing_on_a_correct_program():
     assert first_mismatch(prog, [np.linspace(-2, 2, 9).astype(np.float32)]) is None
 
 
-def _cell(build, *inputs):
-    """``build``'s traced program lowered (CPU) and its generated source."""
+def _cell_for(build, *inputs, device="CPU"):
+    """``build``'s traced program lowered (for ``device``; it runs here either way) and its source."""
     from backends.mindspore.emit import program_cell
     prog = Program("probe")
     outs = build(TracingOps(prog), *[prog.input(x.shape, x.dtype) for x in inputs])
-    c = program_cell(prog, list(outs), "probe")
+    c = program_cell(prog, list(outs), "probe", device=device)
     return c, open(c.source_path).read()
 
 
-@pytest.mark.parametrize("dt", [np.float32, "bfloat16"])
-def test_top_k_writes_its_values_only_when_read(dt):
-    """A program reading only top_k's indices gathers nothing (a dead gather is a kernel per call);
-    one reading the values still gathers them."""
+@pytest.mark.parametrize("dt, device", [(np.float32, "GPU"), ("bfloat16", "GPU")])
+def test_top_k_writes_its_values_only_when_read(dt, device):
+    """A native top_k reading only its indices gathers nothing (a dead gather is a kernel per call);
+    one reading the values still gathers them. (On CPU top_k is one host kernel: the next test.)"""
     import ml_dtypes
     from backends.mindspore.lower import to_ms, to_np
     x = np.array([0.5, -3.0, 2.0, -0.25, 3.0, 0.0, -2.0, 1.0, 7.0], ml_dtypes.bfloat16 if dt == "bfloat16" else dt)
+    _cell = functools.partial(_cell_for, device=device)
     idx_only, src = _cell(lambda ops, v: [ops.top_k(v, 3)[1]], x)
-    assert "ops.gather" not in src, src
     assert to_np(idx_only(to_ms(x))[0]).tolist() == [8, 4, 2]
-    both, src = _cell(lambda ops, v: list(ops.top_k(v, 3)), x)
-    assert "ops.gather" in src
+    both, src2 = _cell(lambda ops, v: list(ops.top_k(v, 3)), x)
+    # (the native float bits take gathers of their own: the values are one gather more)
+    assert src2.count("ops.gather(") == src.count("ops.gather(") + 1, (src, src2)
     vals, idx = both(to_ms(x))
     assert to_np(idx).tolist() == [8, 4, 2] and np.asarray(to_np(vals), np.float32).tolist() == [7.0, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.uint8])
+def test_top_k_on_cpu_is_the_numpy_kernel_bit_for_bit(dt):
+    """On CPU top_k is one host kernel (the NumPy backend's selection; no int64 composite key),
+    with NumPy's values and indices: ties to the lowest index, NaN above +inf, -0 beside +0, k = 1 .. n."""
+    import backends
+    from backends.mindspore.lower import to_ms, to_np
+    rng = np.random.default_rng(5)
+    if np.dtype(dt).kind == "f":
+        x = rng.standard_normal(50).astype(dt)
+        x[[3, 9, 17]] = 2.5
+        x[[1, 2, 4]] = [np.nan, -np.inf, np.inf]
+        x[[11, 12]] = [0.0, -0.0]
+        x[40:] = 0.0
+    else:
+        x = rng.integers(0, 6, 50).astype(dt)       # heavy ties
+    ref = backends.get("numpy")
+    for k in (1, 4, 17, 50):
+        c, src = _cell_for(lambda ops, v: list(ops.top_k(v, k)), x)
+        assert "ops.topk" not in src and src.count("= self.topk") == 1, src
+        vals, idx = (to_np(t) for t in c(to_ms(x)))
+        want_v, want_i = ref.top_k(x, k)
+        assert idx.tolist() == np.asarray(want_i).tolist(), (dt, k)
+        assert vals.tobytes() == np.asarray(want_v).tobytes(), (dt, k)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float16, "bfloat16", np.float64])
@@ -142,7 +171,7 @@ def test_top_k_abs_is_one_top_k_and_a_k_sort_and_matches_jax(dt):
     x[35:] = 0.0                                  # ties at zero: k = n picks every index
     with maybe_x64(dtype):
         for k in (1, 3, 7, 12, 40):
-            c, src = _cell(lambda ops, v: [ops.top_k_abs(v, k)], x)
+            c, src = _cell_for(lambda ops, v: [ops.top_k_abs(v, k)], x)
             assert "cumsum" not in src and "tensor_scatter" not in src, src
             want = np.asarray(J.top_k_abs(J.asarray(x), k))
             got = to_np(c(to_ms(x))[0])
