@@ -120,14 +120,16 @@ class Fused:
         return self.nonzero(chosen > 0, k)
 
     def clear_at(self, x: Array, idx: Array) -> Array:
-        """``x - scatter_add(x.size, idx, gather(x, idx))`` for a 1-D x and
-        *distinct* int32 indices (those outside ``[0, x.size)`` drop): x with
-        the entries it sends taken out, what error feedback keeps of top-k.
-        Bits: entry i of idx becomes ``x_i - (0 + x_i)`` (+0 for finite
-        nonzero x_i, x_i itself for +-0, NaN for +-inf and NaN), every other
-        entry is x's own. Kernels write only the k entries into a copy of x
-        (in place where x is dead)."""
-        return x - self.scatter_add(x.size, idx, self.gather(x, idx))
+        """``x - scatter_add(x.size, idx, gather(x, idx))`` on x's flat view (x of
+        any shape; *distinct* int32 row-major positions, those outside ``[0,
+        x.size)`` drop), in x's shape: x with the entries it sends taken out,
+        what error feedback keeps of top-k. Bits: entry i of idx becomes ``x_i -
+        (0 + x_i)`` (+0 for finite nonzero x_i, x_i itself for +-0, NaN for
+        +-inf and NaN), every other entry is x's own. Kernels write only the k
+        entries into a copy of x (in place where x is dead; a reshape around
+        the write, under XLA, made it a copy of all of x)."""
+        flat = self.reshape(x, (-1,))
+        return self.reshape(flat - self.scatter_add(flat.size, idx, self.gather(flat, idx)), x.shape)
 
     def sum_abs(self, x: Array, scale: float = 1.0) -> Array:
         """``sum(abs(x * scale))`` of a 1-D float array, in :meth:`Ops.sum`'s

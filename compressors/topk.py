@@ -60,7 +60,7 @@ def topk_leaf(ratio: float):
 
     def residual(ops, x, state, own, received):
         # x - densify(own): the sent values are x's own, so clearing them is the same bits
-        return ops.reshape(ops.clear_at(ops.reshape(x, (-1,)), own[0][1]), x.shape)
+        return ops.clear_at(x, own[0][1])
 
     return sparse_leaf(compress, ratio)._replace(residual=residual)
 

@@ -193,7 +193,9 @@ class JaxOps(Fused):
 
     @staticmethod
     def gather(x, idx):
-        # jnp.take wraps negative indices; the namespace reads them as 0
+        # jnp.take wraps negative indices; the namespace reads them as 0 (every index of an empty x)
+        if x.size == 0:
+            return jnp.zeros(jnp.shape(idx), x.dtype)
         return jnp.take(x, jnp.where(idx < 0, x.size, idx), mode="fill", fill_value=0)
 
     @staticmethod
@@ -206,9 +208,19 @@ class JaxOps(Fused):
         # one scatter of the k entries into x (XLA updates x in place where it is dead);
         # the composition's x_i - (0 + x_i): NaN for +-inf and NaN (v - v), the zero of x_i's
         # sign for +-0 (v * 0: also where XLA:CPU reads a subnormal as zero, as the composition does)
-        safe = jnp.where(idx < 0, x.size, idx)
-        v = jnp.take(x, safe, mode="fill", fill_value=0)
-        return x.at[safe].set(jnp.where(v == 0, v * 0, v - v), mode="drop")
+        # an x of several axes is written at its unravelled positions, not through a flat
+        # reshape: XLA copies all of x around a scatter into a reshaped (donated) buffer
+        idx = jnp.asarray(idx).reshape(-1)
+        if x.ndim == 0 or x.size == 0:  # (no axis to unravel onto; nothing to clear)
+            return x if x.size == 0 else JaxOps.clear_at(x.reshape(1), idx).reshape(())
+        safe = jnp.where((idx < 0) | (idx >= x.size), x.size, idx)
+        at, rest = [], safe  # row-major coordinates; x.size lands past axis 0 (dropped)
+        for d in x.shape[:0:-1]:
+            at.insert(0, rest % d)
+            rest = rest // d
+        at = tuple([rest] + at) if x.ndim > 1 else safe
+        v = x.at[at].get(mode="fill", fill_value=0)
+        return x.at[at].set(jnp.where(v == 0, v * 0, v - v), mode="drop")
 
     @staticmethod
     def nonzero(mask, capacity):

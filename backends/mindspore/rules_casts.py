@@ -27,6 +27,16 @@ def astype(em, eqn):
         em.assign(out, f"ops.where(ops.less({t}, {em.scalar(lo, work)}), {em.scalar(info.min, dst)}, {hi_})")
     elif src == dst:
         em.alias(out, x)
+    elif src.name == "bfloat16" and dst.name == "float32" and em.f32_of(x) is not None:
+        em.alias(out, em.f32_of(x))  # the exact upcast is already there
+    elif not em.native and src.name == "float32" and dst.name == "bfloat16" and x.shape != ():
+        # on CPU the rounded value is made as its float32 carrier (the shadow later ops read);
+        # the bfloat16 tensor itself only where something reads it
+        from backends.mindspore import runtime as rt
+        up = em.prog.new_var(out.shape, np.float32)
+        em.assign(up, f"{em.host(rt.bf16_round_prim, op='astype', hint='bf16')}({a})")
+        em._f32[out.id] = up
+        em.assign(out, f"ops.cast({em.ref(up)}, ms.bfloat16)")
     elif not em.native and {src.name, dst.name} == {"float32", "float16"}:
         # MindSpore's CPU Cast float32 <-> float16 runs at ~1/3 of the NumPy backend's kernel
         # (10.7M: 22 vs 7 ms there and back): that kernel, as a host kernel
@@ -56,10 +66,25 @@ def bitcast(em, eqn):
     elif is_int(src) and is_int(dst):
         em.assign(out, f"ops.cast({em.ref(x)}, {em.dt(dst)})")
     elif src.name == "bfloat16":  # bf16 bits = high half of the exact float32 upcast
-        u = em.tmp(float_bits(em, em.tmp(f"ops.cast({em.ref(x)}, ms.float32)"), np.float32, np.uint32))
+        up = em.f32_of(x)
+        f = em.ref(up) if up is not None else em.tmp(f"ops.cast({em.ref(x)}, ms.float32)")
+        if not em.native and dst.name == "uint16" and x.shape != ():
+            from backends.mindspore import runtime as rt
+            em.assign(out, f"{em.host(rt.bf16_bits_prim, op='bitcast', hint='bf16bits')}({f})")
+            return
+        u = em.tmp(float_bits(em, f, np.float32, np.uint32))
         em.assign(out, f"ops.cast(ops.bitwise_right_shift({u}, {em.scalar(16, 'uint32')}), {em.dt(dst)})")
     elif dst.name == "bfloat16":
-        u = em.tmp(f"ops.bitwise_left_shift(ops.cast(ops.cast({em.ref(x)}, ms.uint16), ms.uint32), {em.scalar(16, 'uint32')})")
-        em.assign(out, f"ops.cast({float_bits(em, u, np.uint32, np.float32)}, ms.bfloat16)")
+        up = em.prog.new_var(out.shape, np.float32)  # the float32 with those high bits: out's exact upcast
+        if not em.native and x.shape != ():
+            from backends.mindspore import runtime as rt
+            u16 = em.ref(x) if src.name == "uint16" else f"ops.cast({em.ref(x)}, ms.uint16)"
+            em.assign(up, f"{em.host(rt.bits_bf16_prim, op='bitcast', hint='bf16val')}({u16})")
+        else:
+            u = em.tmp(f"ops.bitwise_left_shift(ops.cast(ops.cast({em.ref(x)}, ms.uint16), ms.uint32), "
+                       f"{em.scalar(16, 'uint32')})")
+            em.assign(up, float_bits(em, u, np.uint32, np.float32))
+        em._f32[out.id] = up
+        em.assign(out, f"ops.cast({em.ref(up)}, ms.bfloat16)")
     else:
         em.assign(out, float_bits(em, em.ref(x), src, dst))

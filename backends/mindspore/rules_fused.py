@@ -91,12 +91,11 @@ def fused(own_rule=None):
         if runs_on_host(em, eqn):
             static = tuple((k, v) for k, v in eqn.attrs.items() if k != "arg_names")
             call = host_call(em, eqn.op, eqn.attrs["arg_names"], eqn.args, static, eqn.outs, "fused")
-            if len(eqn.outs) == 1:
-                em.assign(eqn.outs[0], call)
-            else:
-                res = em.tmp(call)
-                for i, o in enumerate(eqn.outs):
-                    em.assign(o, f"{res}[{i}]")
+            res = call if len(eqn.outs) == 1 else em.tmp(call)
+            for i, o in enumerate(eqn.outs):
+                got = res if len(eqn.outs) == 1 else f"{res}[{i}]"
+                # (a pyfunc's 0-d output comes back with shape (1,))
+                em.assign(o, f"ops.reshape({got}, ())" if o.shape == () else got)
         elif own_rule is not None:
             own_rule(em, eqn)
         else:

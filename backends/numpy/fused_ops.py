@@ -60,16 +60,17 @@ class NumpyFused(Fused):
         return Fused.top_k_abs(self, x, k) if idx is None else idx
 
     def clear_at(self, x, idx):
-        # a copy of x and k writes, not a dense scatter and a dense subtraction
-        x = vector(x, "clear_at")
+        # a copy of x and k writes (on its flat view), not a dense scatter and a dense subtraction
+        x = as_array(x)
         idx = np.asarray(as_array(idx)).reshape(-1)
         if not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"clear_at: indices must be integers, got {idx.dtype}")
-        out = x.copy()
+        out = np.array(x, copy=True, order="C")
+        flat = out.reshape(-1)
         at = idx[(idx >= 0) & (idx < x.size)]
-        v = out[at]
+        v = flat[at]
         with np.errstate(invalid="ignore"):  # inf - inf is the NaN the composition gives
-            out[at] = np.where(v == 0, v, v - v)
+            flat[at] = np.where(v == 0, v, v - v)
         return out
 
     def sum_abs(self, x, scale=1.0):

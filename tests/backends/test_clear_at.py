@@ -95,8 +95,34 @@ def test_clear_at_is_what_top_k_leaves_behind():
     assert_same_bits(NP.clear_at(x, idx), x - dense)
 
 
+@pytest.mark.parametrize("shape", [(3, 4, 5), (7, 1), (1, 9), (), (0, 3), (2, 0, 4)], ids=str)
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.int32)], ids=str)
+def test_clear_at_of_any_shape_takes_row_major_positions(shape, dtype):
+    """x of any rank: positions index its flat (row-major) view, the result keeps x's shape;
+    sentinels (x.size, past it, negative) drop, as for a vector; the same bits on every backend."""
+    n = int(np.prod(shape))
+    x = values(n, dtype).reshape(shape)
+    if n >= 8 and dtype.kind != "i":
+        x.reshape(-1)[[1, 3, 6]] = [np.nan, -0.0, np.inf]
+    hit = np.array([p for p in (0, 1, 3, 6, n - 1) if 0 <= p < n], np.int32)
+    idx = np.concatenate([np.unique(hit), np.array([n, n + 5, -1], np.int32)])
+    with np.errstate(invalid="ignore"):
+        got = check_all(x, idx)
+    assert got.shape == x.shape
+    keep = np.ones(n, bool)
+    keep[np.unique(hit)] = False
+    assert_same_bits(got.reshape(-1)[keep], x.reshape(-1)[keep], "untouched entries")
+
+
+def test_clear_at_under_vmap_of_matrices():
+    """What simulated workers run: a leading worker axis, a matrix each, positions per worker."""
+    x = values(3 * 6 * 5, np.dtype(np.float32)).reshape(3, 6, 5)
+    idx = np.array([[0, 7, 29, 30], [5, 1, -1, 2], [29, 28, 27, 40]], np.int32)
+    got = np.asarray(jax.jit(jax.vmap(JAX.clear_at))(JAX.asarray(x), JAX.asarray(idx)))
+    for w in range(3):
+        assert_same_bits(got[w], Fused.clear_at(NP, x[w], idx[w]), f"worker {w}")
+
+
 def test_clear_at_rejects_bad_input():
-    with pytest.raises(ValueError, match="clear_at: expects a 1-D array"):
-        NP.clear_at(np.zeros((2, 2), np.float32), np.array([0], np.int32))
     with pytest.raises(ValueError, match="clear_at: indices must be integers"):
         NP.clear_at(np.zeros(4, np.float32), np.array([0.0], np.float32))

@@ -26,7 +26,7 @@ def clearing(k: int) -> Compressor:
         flat = ops.reshape(x, (-1,))
         idx = ops.top_k_abs(flat, min(k, flat.size))
         idx = ops.concatenate([idx, ops.asarray(np.array([flat.size, flat.size + 3], np.int32))])
-        return ops.reshape(ops.clear_at(flat, idx), x.shape), state
+        return ops.clear_at(x, idx), state  # x in its own shape: row-major positions
 
     leaf = single_round(law=Law.GATHER, bits=lambda shape, dtype: 32 * math.prod(shape), compress=compress,
                         decompress=lambda ops, payload, x: payload)
@@ -51,7 +51,8 @@ def same(a, b, what):
     assert np.array_equal(np.signbit(a[num]), np.signbit(b[num])), f"{what}: signs of zeros differ"
 
 
-@pytest.mark.parametrize("shapes", [[(6, 5), (17,)], [(1,)]], ids=["matrix+vector", "length-1"])
+@pytest.mark.parametrize("shapes", [[(6, 5), (17,)], [(1,)], [(2, 3, 4), ()]], ids=["matrix+vector", "length-1",
+                                                                                "3-d+scalar"])
 def test_lowered_clear_at_matches_jax_and_numpy(shapes):
     comp = clearing(k=9)
     lx = LoopbackExchange(comp, [(s, np.float32) for s in shapes], n=2, seed=5)
