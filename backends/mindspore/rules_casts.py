@@ -29,7 +29,7 @@ def astype(em, eqn):
         em.alias(out, x)
     elif src.name == "bfloat16" and dst.name == "float32" and em.f32_of(x) is not None:
         em.alias(out, em.f32_of(x))  # the exact upcast is already there
-    elif not em.native and src.name == "float32" and dst.name == "bfloat16" and x.shape != ():
+    elif not em.native and src.name == "float32" and dst.name == "bfloat16" and x.size and x.shape != ():
         # on CPU the rounded value is made as its float32 carrier (the shadow later ops read);
         # the bfloat16 tensor itself only where something reads it
         from backends.mindspore import runtime as rt
@@ -37,7 +37,7 @@ def astype(em, eqn):
         em.assign(up, f"{em.host(rt.bf16_round_prim, op='astype', hint='bf16')}({a})")
         em._f32[out.id] = up
         em.assign(out, f"ops.cast({em.ref(up)}, ms.bfloat16)")
-    elif not em.native and {src.name, dst.name} == {"float32", "float16"}:
+    elif not em.native and {src.name, dst.name} == {"float32", "float16"} and x.size and x.shape != ():
         # MindSpore's CPU Cast float32 <-> float16 runs at ~1/3 of the NumPy backend's kernel
         # (10.7M: 22 vs 7 ms there and back): that kernel, as a host kernel
         from backends.mindspore.rules_fused import host_call
@@ -68,7 +68,7 @@ def bitcast(em, eqn):
     elif src.name == "bfloat16":  # bf16 bits = high half of the exact float32 upcast
         up = em.f32_of(x)
         f = em.ref(up) if up is not None else em.tmp(f"ops.cast({em.ref(x)}, ms.float32)")
-        if not em.native and dst.name == "uint16" and x.shape != ():
+        if not em.native and dst.name == "uint16" and x.size and x.shape != ():
             from backends.mindspore import runtime as rt
             em.assign(out, f"{em.host(rt.bf16_bits_prim, op='bitcast', hint='bf16bits')}({f})")
             return
@@ -76,7 +76,7 @@ def bitcast(em, eqn):
         em.assign(out, f"ops.cast(ops.bitwise_right_shift({u}, {em.scalar(16, 'uint32')}), {em.dt(dst)})")
     elif dst.name == "bfloat16":
         up = em.prog.new_var(out.shape, np.float32)  # the float32 with those high bits: out's exact upcast
-        if not em.native and x.shape != ():
+        if not em.native and x.size and x.shape != ():  # (a pyfunc cannot return an empty or 0-d tensor)
             from backends.mindspore import runtime as rt
             u16 = em.ref(x) if src.name == "uint16" else f"ops.cast({em.ref(x)}, ms.uint16)"
             em.assign(up, f"{em.host(rt.bits_bf16_prim, op='bitcast', hint='bf16val')}({u16})")
