@@ -171,6 +171,10 @@ class Emitter:
         """The float32 Var already holding bfloat16 ``v``'s exact upcast, or None."""
         return self._f32.get(v.id)
 
+    def carried(self, v: Var, up: Var) -> None:
+        """Float32 ``up`` holds bfloat16 ``v``'s exact upcast: readers of ``v`` through float32 take it."""
+        self._f32[v.id] = up
+
     def tmp(self, expr: str) -> str:
         self._n += 1
         name = f"t{self._n}"
@@ -321,7 +325,7 @@ def emit_eqn(em: Emitter, prog: Program, eqn, Eqn) -> None:
     for o, so in zip(eqn.outs, outs):
         if so is not o and em.used(o):
             if eqn.op in BF16_EXACT:
-                em._f32[o.id] = so
+                em.carried(o, so)
             em.line(f"{em.name(o)} = ops.cast({em.name(so)}, ms.bfloat16)")  # (dropped when nothing reads it)
 
 

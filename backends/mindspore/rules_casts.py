@@ -35,11 +35,11 @@ def astype(em, eqn):
         from backends.mindspore import runtime as rt
         up = em.prog.new_var(out.shape, np.float32)
         em.assign(up, f"{em.host(rt.bf16_round_prim, op='astype', hint='bf16')}({a})")
-        em._f32[out.id] = up
+        em.carried(out, up)
         em.assign(out, f"ops.cast({em.ref(up)}, ms.bfloat16)")
     elif not em.native and {src.name, dst.name} == {"float32", "float16"} and x.size and x.shape != ():
-        # MindSpore's CPU Cast float32 <-> float16 runs at ~1/3 of the NumPy backend's kernel
-        # (10.7M: 22 vs 7 ms there and back): that kernel, as a host kernel
+        # MindSpore's CPU Cast float32 <-> float16 is ~5x slower than the NumPy backend's kernels
+        # (10.7M there and back: 23.1 vs 4.3 ms, benchmarks/bench_ms_floor.py): those, as host kernels
         from backends.mindspore.rules_fused import host_call
         em.assign(out, host_call(em, "astype", ("x",), (x,), (("dtype", dst),), (out,), hint="astype"))
     else:
@@ -84,7 +84,7 @@ def bitcast(em, eqn):
             u = em.tmp(f"ops.bitwise_left_shift(ops.cast(ops.cast({em.ref(x)}, ms.uint16), ms.uint32), "
                        f"{em.scalar(16, 'uint32')})")
             em.assign(up, float_bits(em, u, np.uint32, np.float32))
-        em._f32[out.id] = up
+        em.carried(out, up)
         em.assign(out, f"ops.cast({em.ref(up)}, ms.bfloat16)")
     else:
         em.assign(out, float_bits(em, em.ref(x), src, dst))
