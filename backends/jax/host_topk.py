@@ -11,12 +11,8 @@ pyproject.toml): it reads the rows in place and writes the int32
 worker under ``jax.vmap``.
 
 Each row is ``backends.numpy.fused_topk``'s selection (sampled threshold on
-magnitude keys, one collecting pass, radix selection of the survivors) with a
-*stratified* sample: sample j is a hashed position inside the j-th of s equal
-strata rather than the stratum's first entry. A plain stride (n/s = 64 for a
-784x256 layer) aliases with the tensor's rows (it reads only 4 of its 256
-columns); when those columns are atypical (dead ReLU units, small deltas) the
-threshold misses. A missed threshold (rare) reruns the row with every key a
+magnitude keys from ``backends.numpy.topk.stratified_positions``, one
+collecting pass, radix selection of the survivors). A missed threshold (rare) reruns the row with every key a
 survivor, the same radix selection and walk: the indices of the k largest
 ``|x|``, lowest index first among ties, ascending, exactly what the reference
 composition ``nonzero(scatter(top_k(abs(x), k)))`` lists.
@@ -30,8 +26,8 @@ import numpy as np
 from numba import types
 
 from backends.jax.ffi import FRAME_ARGS, FRAME_RETS, FRAME_STAGE, STAGE_EXECUTE, answer_metadata, buffer, ptr
-from backends.numpy.fused_topk import collect, kth_largest
-from backends.numpy.topk import SAMPLE, sampled_threshold
+from backends.numpy.fused_topk import collect, keep_top, magnitude_threshold
+from backends.numpy.topk import SAMPLE
 
 
 @numba.njit(cache=True, nogil=True)
@@ -41,40 +37,9 @@ def _finish(bits, k, mask, nbits, t, cap, out):
     ``cap`` or fall short of k."""
     gi = np.empty((1, cap + 65), np.int32)
     gk = np.empty((1, cap + 65), bits.dtype)
-    ties = np.empty(k, np.int32)
-    ng, ne = collect(bits, mask, t, 0, bits.size, k, gi[0], gk[0], ties)
-    if ng < 0:
-        return False
-    at = 0
-    if ng >= k:
-        counts = np.full(1, ng, np.int64)
-        big = kth_largest(gk, counts, k, nbits)
-        above = 0
-        for j in range(ng):
-            above += gk[0, j] > big
-        equal = k - above  # keys == big to keep, lowest index first
-        for j in range(ng):
-            v = gk[0, j]
-            if v > big or (v == big and equal > 0):
-                equal -= v == big
-                out[at] = gi[0, j]
-                at += 1
-        return True
-    need = k - ng  # every survivor, and this many keys == t, lowest index first
-    if ne < need:
-        return False
-    a = 0
-    b = 0
-    while a < ng or (b < ne and need > 0):
-        if b < ne and need > 0 and (a == ng or ties[b] < gi[0, a]):
-            out[at] = ties[b]
-            b += 1
-            need -= 1
-        else:
-            out[at] = gi[0, a]
-            a += 1
-        at += 1
-    return True
+    ties = np.empty((1, k), np.int32)
+    ng, ne = collect(bits, mask, t, 0, bits.size, k, gi[0], gk[0], ties[0])
+    return ng >= 0 and keep_top(gi, gk, np.full(1, ng, np.int64), ties, np.full(1, ne, np.int64), k, nbits, out)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -84,12 +49,7 @@ def select_row(bits, k, mask, nbits, out):
     n = bits.size
     s = min(n, SAMPLE, max(1024, n // 64))
     if 4 * k <= n:
-        sample = np.empty(s, bits.dtype)
-        for j in range(s):
-            lo = (j * n) // s
-            width = ((j + 1) * n) // s - lo
-            sample[j] = bits[lo + (j * 2654435761) % width] & mask
-        t, rank = sampled_threshold(sample, k, n)
+        t, rank = magnitude_threshold(bits, k, mask, nbits, s)
         if rank >= 0 and _finish(bits, k, mask, nbits, t, int(2.0 * n * (rank + 1) / s) + 1024, out):
             return
     _finish(bits, k, mask, nbits, -1, n, out)  # every key survives

@@ -14,7 +14,7 @@ import numpy as np
 
 from backends.numpy.blocks import PARALLEL_MIN
 from backends.numpy.intrinsics import ctz
-from backends.numpy.topk import SAMPLE, sampled_threshold
+from backends.numpy.topk import SAMPLE, sample_rank, stratified_positions
 
 
 @numba.njit(cache=True, nogil=True)
@@ -64,8 +64,9 @@ DIGIT = 11  # bits per radix-selection pass (a 16 KiB histogram stays in L1)
 
 @numba.njit(cache=True, nogil=True)
 def kth_largest(gk, ng, k, nbits):
-    """The k-th largest (1-based) of the keys gk[p, :ng[p]] (all >= 0, below
-    2**nbits), by radix selection: DIGIT-bit digits from the top, each pass
+    """(K, e): K the k-th largest (1-based) of the keys gk[p, :ng[p]] (all
+    >= 0, below 2**nbits), e how many keys == K the top k hold (k minus the
+    keys > K), by radix selection: DIGIT-bit digits from the top, each pass
     histogramming only the keys that share the prefix chosen so far."""
     hist = np.zeros(1 << DIGIT, np.int64)
     prefix = 0
@@ -86,7 +87,63 @@ def kth_largest(gk, ng, k, nbits):
             rest -= hist[d]
             d -= 1
         prefix = (prefix << width) | d
-    return prefix
+    return prefix, rest
+
+
+@numba.njit(cache=True, nogil=True)
+def magnitude_threshold(bits, k, mask, nbits, s):
+    """(t, rank): the sampled threshold of ``backends.numpy.topk`` on the
+    magnitude keys ``bits & mask`` of s stratified positions, t in bits'
+    dtype; rank = -1 when the sample is too small. The (rank + 1)-th largest
+    sample is found by :func:`kth_largest` (a radix selection: the same key
+    as ``np.partition``, in fewer passes over a few thousand keys)."""
+    n = bits.size
+    pos = stratified_positions(n, s)
+    sample = np.empty((1, s), bits.dtype)
+    for j in range(s):
+        sample[0, j] = bits[pos[j]] & mask
+    rank = sample_rank(k, s, n)
+    if rank >= 0:
+        sample[0, 0] = kth_largest(sample, np.full(1, s, np.int64), rank + 1, nbits)[0]
+    return sample[0, 0], rank
+
+
+@numba.njit(cache=True, nogil=True)
+def keep_top(gi, gk, ng, ties, ne, k, nbits, out):
+    """``out`` = the indices of the k largest of the survivors of
+    :func:`collect` in index order: part p's keys > t (gi[p, :ng[p]],
+    keys gk) and its first keys == t (ties[p, :ne[p]]), parts in index
+    order; False when they fall short of k. With at least k keys > t their
+    exact k-th largest K comes from a radix selection, and one walk keeps
+    keys > K and the first keys == K (lowest index first), so no sort is
+    needed; else every key > t and the lowest-indexed ties fill up to k."""
+    at = 0
+    if ng.sum() >= k:
+        big, equal = kth_largest(gk, ng, k, nbits)  # equal: keys == big to keep
+        for p in range(ng.size):
+            for j in range(ng[p]):
+                v = gk[p, j]
+                if v > big or (v == big and equal > 0):
+                    equal -= v == big
+                    out[at] = gi[p, j]
+                    at += 1
+        return True
+    need = k - ng.sum()  # every survivor, and this many keys == t, lowest index first
+    if ne.sum() < need:
+        return False
+    for p in range(ng.size):
+        a = 0
+        b = 0
+        while a < ng[p] or (b < ne[p] and need > 0):
+            if b < ne[p] and need > 0 and (a == ng[p] or ties[p, b] < gi[p, a]):
+                out[at] = ties[p, b]
+                b += 1
+                need -= 1
+            else:
+                out[at] = gi[p, a]
+                a += 1
+            at += 1
+    return True
 
 
 @numba.njit(cache=True, parallel=True)
@@ -94,18 +151,11 @@ def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
     """Indices of the k largest |x|, ascending (see ``backends.numpy.topk``'s
     module doc for the sampled threshold t, here on magnitude keys ``bits &
     mask``); empty when the caller must fall back to the reference
-    composition.
-
-    The survivors (keys > t, collected in index order) hold the top k when
-    there are at least k of them; their exact k-th largest key T comes from
-    a radix selection, and one walk in index order keeps keys > T and the
-    first keys == T (lowest index first), so no sort is needed."""
+    composition. Each of ``parts`` index ranges is collected on its own core,
+    and :func:`keep_top` picks the k."""
     n = bits.size
     s = min(n, nsample)
-    sample = np.empty(s, bits.dtype)
-    for j in range(s):
-        sample[j] = bits[(j * n) // s] & mask
-    t, rank = sampled_threshold(sample, k, n)
+    t, rank = magnitude_threshold(bits, k, mask, nbits, s)
     if rank < 0:
         return np.empty(0, np.int32)
     chunk = (n + parts - 1) // parts
@@ -120,41 +170,9 @@ def _top_k_abs_sampled(bits, k, mask, nbits, nsample, parts):
         hi = min(n, lo + chunk)
         if hi > lo:
             ng[p], ne[p] = collect(bits, mask, t, lo, hi, k, gi[p], gk[p], ties[p])
-    if ng.min() < 0:
-        return np.empty(0, np.int32)
-    total = ng.sum()
     out = np.empty(k, np.int32)
-    at = 0
-    if total >= k:
-        big = kth_largest(gk, ng, k, nbits)
-        above = 0
-        for p in range(parts):
-            for j in range(ng[p]):
-                above += gk[p, j] > big
-        equal = k - above  # keys == big to keep, lowest index first
-        for p in range(parts):
-            for j in range(ng[p]):
-                v = gk[p, j]
-                if v > big or (v == big and equal > 0):
-                    equal -= v == big
-                    out[at] = gi[p, j]
-                    at += 1
-        return out
-    need = k - total  # every survivor, and this many keys == t, lowest index first
-    if ne.sum() < need:
+    if ng.min() < 0 or not keep_top(gi, gk, ng, ties, ne, k, nbits, out):
         return np.empty(0, np.int32)
-    for p in range(parts):
-        a = 0
-        b = 0
-        while a < ng[p] or (b < ne[p] and need > 0):
-            if b < ne[p] and need > 0 and (a == ng[p] or ties[p, b] < gi[p, a]):
-                out[at] = ties[p, b]
-                b += 1
-                need -= 1
-            else:
-                out[at] = gi[p, a]
-                a += 1
-            at += 1
     return out
 
 

@@ -10,7 +10,7 @@ so results match ``lax.top_k``)::
 so -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN as unsigned keys; equal
 keys go to the lowest index. The selection:
 
-1. sample s keys at evenly spaced positions; with m = k s / n pick the
+1. sample s keys, one at a hashed position in each of s equal strata; with m = k s / n pick the
    threshold t = the (m + 4 sqrt(m) + 2)-th largest sample key, so that
    ``#{key >= t}`` exceeds k with overwhelming probability;
 2. one pass: G = {i : key_i > t} (kept in index order), and the first k
@@ -105,14 +105,47 @@ def _topk_full(bits, k, sign, ones, nbytes):
 
 
 @numba.njit(cache=True, nogil=True)
-def sampled_threshold(sample, k, n):
-    """(t, rank) for step 1 of the module doc: t is the (rank + 1)-th largest
-    of the sampled keys (a selection, not a sort), rank = m + 4 sqrt(m) + 2 with
-    m = k s / n; rank = -1 when the sample is too small to pick one."""
-    s = sample.size
+def stratified_positions(n, s):
+    """s sample positions in [0, n): the j-th a hashed one inside the j-th of
+    s equal strata [floor(j n / s), floor((j + 1) n / s)). A plain stride can
+    alias with a tensor's rows (n / s = 64 reads 4 of a 784x256 layer's 256
+    columns); a hash per stratum cannot. No division per sample (stratum
+    widths by a running remainder, the hash scaled by a multiply-high): three
+    64-bit divisions a sample were most of the sampling time."""
+    pos = np.empty(s, np.int64)
+    q = n // s
+    r = n % s
+    lo = 0
+    acc = 0
+    for j in range(s):
+        width = q
+        acc += r
+        if acc >= s:
+            acc -= s
+            width += 1
+        h = (np.uint64(j) * np.uint64(2654435761)) & np.uint64(0xFFFFFFFF)  # Knuth's multiplicative hash
+        pos[j] = lo + np.int64((h * np.uint64(width)) >> np.uint64(32))
+        lo += width
+    return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def sample_rank(k, s, n):
+    """rank = m + 4 sqrt(m) + 2 with m = k s / n (step 1 of the module doc):
+    the threshold is the (rank + 1)-th largest of s sampled keys; -1 when
+    the sample is too small to pick one."""
     m = k * s / n
     rank = int(m + 4.0 * math.sqrt(m) + 2.0)
-    if rank >= s:
+    return rank if rank < s else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def sampled_threshold(sample, k, n):
+    """(t, rank) for step 1 of the module doc: t is the (rank + 1)-th largest
+    of the sampled keys (a selection, not a sort), rank from :func:`sample_rank`."""
+    s = sample.size
+    rank = sample_rank(k, s, n)
+    if rank < 0:
         return sample[0], -1
     return np.partition(sample, s - 1 - rank)[s - 1 - rank], rank
 
@@ -122,9 +155,10 @@ def _topk_sampled(bits, k, sign, ones, nbytes, nsample):
     """Indices of the top k (see module doc); empty array if it must fall back."""
     n = bits.size
     s = min(n, nsample)
+    pos = stratified_positions(n, s)
     sample = np.empty(s, np.uint64)
     for j in range(s):
-        sample[j] = _key(bits[(j * n) // s], sign, ones)
+        sample[j] = _key(bits[pos[j]], sign, ones)
     t, rank = sampled_threshold(sample, k, n)
     if rank < 0:
         return np.empty(0, np.int32)

@@ -17,6 +17,7 @@ from backends.numpy.blocks import PARALLEL_MIN, ROWS_PARALLEL_MIN
 from backends.numpy.fused_lowrank import thin_matmul
 from backends.numpy.fused_topk import TOPK_MIN, sample_size, top_k_abs_rows
 from backends.numpy.sums import halving_sum
+from backends.numpy.topk import stratified_positions
 from compressors.fused import FUSED_NAMES, Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 
@@ -194,7 +195,7 @@ def test_top_k_abs_rows_fall_back_per_row():
     is redone by the reference, the others keep the kernel's answer."""
     n = TOPK_MIN * 4
     rows = np.stack([data(n, np.float32, seed=1), np.ones(n, np.float32), data(n, np.float32, seed=2)])
-    rows[1, :: n // sample_size(n)] = 0.0  # every sampled entry
+    rows[1, stratified_positions(n, sample_size(n))] = 0.0  # every sampled entry
     idx, ok = top_k_abs_rows(rows, 300)
     assert ok.tolist() == [True, False, True]
     got = np.asarray(JAX.top_k_abs(JAX.asarray(rows), 300))  # the host route of a batch of rows
