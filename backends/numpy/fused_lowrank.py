@@ -28,21 +28,44 @@ def low_rank_applies(a, b, c) -> bool:
 
 @numba.njit(cache=True, nogil=True)
 def _low_rank_row(c, a, bt, i, row, subtract):
-    """row = c[i] - a[i] @ bt (or a[i] @ bt): r axpy passes over one row held
-    in L1, summed in order j = 0, 1, ..., r - 1."""
+    """row = c[i] - a[i] @ bt (or a[i] @ bt), summed in order j = 0, 1, ...,
+    r - 1 (((w0 t0 + w1 t1) + w2 t2) + w3 t3 + ...). Four factors per pass
+    over the row (held in L1), the subtraction folded into the last pass: a
+    rank-4 row is one pass, with the bits of one factor per pass."""
     m = row.size
     r = a.shape[1]
-    w = a[i, 0]
-    t0 = bt[0]
-    for col in range(m):
-        row[col] = w * t0[col]
-    for j in range(1, r):
+    ci = c[i]
+    j = 0
+    while j + 4 <= r:
+        w0, w1, w2, w3 = a[i, j], a[i, j + 1], a[i, j + 2], a[i, j + 3]
+        t0, t1, t2, t3 = bt[j], bt[j + 1], bt[j + 2], bt[j + 3]
+        last = subtract and j + 4 == r
+        if j == 0 and last:
+            for col in range(m):
+                row[col] = ci[col] - (((w0 * t0[col] + w1 * t1[col]) + w2 * t2[col]) + w3 * t3[col])
+        elif j == 0:
+            for col in range(m):
+                row[col] = ((w0 * t0[col] + w1 * t1[col]) + w2 * t2[col]) + w3 * t3[col]
+        elif last:
+            for col in range(m):
+                row[col] = ci[col] - ((((row[col] + w0 * t0[col]) + w1 * t1[col]) + w2 * t2[col]) + w3 * t3[col])
+        else:
+            for col in range(m):
+                row[col] = (((row[col] + w0 * t0[col]) + w1 * t1[col]) + w2 * t2[col]) + w3 * t3[col]
+        j += 4
+    if j == r:
+        return
+    while j < r:  # the last r mod 4 factors, one per pass
         w = a[i, j]
         tj = bt[j]
-        for col in range(m):
-            row[col] += w * tj[col]
+        if j == 0:
+            for col in range(m):
+                row[col] = w * tj[col]
+        else:
+            for col in range(m):
+                row[col] += w * tj[col]
+        j += 1
     if subtract:
-        ci = c[i]
         for col in range(m):
             row[col] = ci[col] - row[col]
 
