@@ -42,11 +42,10 @@ def main(argv=None) -> None:
     import jax.numpy as jnp
     import numba
 
-    import kfsim  # noqa: F401  (XLA flags and the allocator, as in training)
     import backends
     from backends.numpy.fused_topk import top_k_abs
 
-    ops = backends.get("jax")
+    ops = backends.get("jax")  # imports backends.jax: its XLA flags, before the first computation
     n = 784 * 256
     k = max(1, int(np.ceil(args.ratio * n)))
 
