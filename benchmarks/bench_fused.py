@@ -1,7 +1,8 @@
 """The NumPy binding's fused kernels beside the compositions that define them, in one run.
 
 For each fused op of the quantizers (QSGD's bucket norms too), natural
-compression and the sign codecs, on a 25M-entry float32 gradient: the one-pass Numba kernel
+compression, the sign codecs and PowerSGD's rank-4 products (the gradient as
+a 5000-column matrix), on a 25M-entry float32 gradient: the one-pass Numba kernel
 (``backends.numpy``) and the reference composition (``compressors.fused.Fused``
 run on the same binding's primitive ops), timed alternately (kernel,
 composition, kernel, ...) so that a machine whose speed drifts affects both
@@ -66,6 +67,12 @@ def cases(NP, Fused, x):
     out.append(("pack_signs", lambda: NP.pack_signs(x), lambda: Fused.pack_signs(NP, x), 0))
     out.append(("unpack_signs", lambda: NP.unpack_signs(packed, n, np.asarray(pos), np.asarray(neg)),
                 lambda: Fused.unpack_signs(NP, packed, n, np.asarray(pos), np.asarray(neg)), 0))
+    m = 5000 if n % 5000 == 0 else 1  # PowerSGD's rank-4 decode and EF residual, on x as an n/m x m matrix
+    c = x.reshape(n // m, m)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((n // m, 4)).astype(np.float32), rng.standard_normal((m, 4)).astype(np.float32)
+    out.append(("matmul_nt rank 4", lambda: NP.matmul_nt(a, b), lambda: Fused.matmul_nt(NP, a, b), 0))
+    out.append(("sub_matmul_nt rank 4", lambda: NP.sub_matmul_nt(c, a, b), lambda: Fused.sub_matmul_nt(NP, c, a, b), 0))
     return out
 
 
