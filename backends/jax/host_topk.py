@@ -14,9 +14,9 @@ Each row is ``backends.numpy.fused_topk``'s selection (sampled threshold on
 magnitude keys at ``backends.numpy.topk.stratified_positions``, one
 collecting pass, radix selection of the survivors). A missed threshold
 (rare) reruns the row with every key a survivor, the same radix selection
-and walk: the indices of the k largest
-``|x|``, lowest index first among ties, ascending, exactly what the reference
-composition ``nonzero(scatter(top_k(abs(x), k)))`` lists.
+and walk: the indices of the k largest ``|x|``, lowest index first among
+ties, ascending, exactly what the reference composition
+``nonzero(scatter(top_k(abs(x), k)))`` lists.
 """
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ so results match ``lax.top_k``)::
 so -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN as unsigned keys; equal
 keys go to the lowest index. The selection:
 
-1. sample s keys, one at a hashed position in each of s equal strata; with m = k s / n pick the
-   threshold t = the (m + 4 sqrt(m) + 2)-th largest sample key, so that
+1. sample s keys, one at a hashed position in each of s equal strata
+   (:func:`stratified_positions`); with m = k s / n pick the threshold
+   t = the (m + 4 sqrt(m) + 2)-th largest sample key, so that
    ``#{key >= t}`` exceeds k with overwhelming probability;
 2. one pass: G = {i : key_i > t} (kept in index order), and the first k
    indices with key_i == t (ties at t: only the lowest indices can win);
@@ -22,8 +23,9 @@ keys go to the lowest index. The selection:
    high, a rare sampling failure, or G overflowed its buffer) fall back to
    a full stable radix sort of all n keys.
 
-Step 1 (:func:`sampled_threshold`, ``SAMPLE``) also serves the fused
-``top_k_abs`` (``backends.numpy.fused_topk``).
+Step 1's positions and rank (:func:`stratified_positions`,
+:func:`sample_rank`, ``SAMPLE``) also serve the fused ``top_k_abs``
+(``backends.numpy.fused_topk``), which selects its threshold by radix.
 """
 from __future__ import annotations
 
@@ -110,8 +112,8 @@ def stratified_positions(n, s):
     s equal strata [floor(j n / s), floor((j + 1) n / s)). A plain stride can
     alias with a tensor's rows (n / s = 64 reads 4 of a 784x256 layer's 256
     columns); a hash per stratum cannot. No division per sample (stratum
-    widths by a running remainder, the hash scaled by a multiply-high): three
-    64-bit divisions a sample were most of the sampling time."""
+    widths by a running remainder, the hash scaled by a multiply-high):
+    64-bit divisions were most of the time of the sampling they replace."""
     pos = np.empty(s, np.int64)
     q = n // s
     r = n % s
