@@ -9,3 +9,11 @@ fused ops. Kernels, a module a concept: ``topk``, ``sums``, ``casts``,
 LLVM bit casts, ``buffers`` the pool of large output arrays, ``arrays`` the
 shared dtype conventions.
 """
+
+import numba
+
+# Start Numba's thread pool now. A cached kernel that calls a ``parallel=True``
+# one does not start it when it is loaded from the on-disk cache, and its first
+# call in a process then crashes (numba issues #8578 and #9938): e.g.
+# ``sign_split_sums`` as the first kernel a fresh process runs.
+numba.get_num_threads()
