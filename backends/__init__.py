@@ -5,16 +5,20 @@ ops object; compressors run on whichever they are given.
 
 Importing the package sets glibc's allocator to keep large freed blocks mapped
 for reuse (:func:`backends.memory.keep_freed_memory`; ``KFSIM_KEEP_FREED_MEMORY=0``
-turns that off), before any binding starts its threads.
+turns that off), before any binding starts its threads, and points Numba's
+on-disk cache at a directory named by the kernels' sources
+(:func:`backends.kernel_cache.use_keyed_cache`), before any kernel is defined.
 """
 from __future__ import annotations
 
 import importlib
 
 from compressors.ops import Ops
+from backends.kernel_cache import use_keyed_cache
 from backends.memory import keep_freed_memory
 
 keep_freed_memory()
+use_keyed_cache()
 
 _MODULES = {"jax": "backends.jax.ops", "numpy": "backends.numpy.ops", "mindspore": "backends.mindspore.ops"}
 BACKENDS = tuple(_MODULES)

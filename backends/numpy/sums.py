@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from backends.common import next_pow2
 from backends.numpy.arrays import KERNEL_FLOATS
@@ -93,27 +95,156 @@ def _fold_cols(x, m, B, c0, c1, mode, s, out, part):
         o[c] = p0[c]
 
 
+@numba.njit(cache=True, nogil=True)
+def _split_terms(v, s, one, zero):
+    """The terms of ``SPLIT_MODES`` of v, as :func:`_split` gives them one by
+    one; ``one``: what v counts (+0.0 for a padding row's zeros)."""
+    pos = v >= zero
+    return (v * s if pos else zero, one if pos else zero, zero if pos else -(v * s),
+            zero if pos else one, v * zero)
+
+
+def _terms(kind, v, s, one, zero):
+    """The terms of the sums of ``kind`` (PLAIN, ABS, or POS for the five of
+    ``SPLIT_MODES``) of one entry v, chosen when Numba compiles (``kind`` a literal)."""
+
+
+@overload(_terms, prefer_literal=True)
+def _terms_of(kind, v, s, one, zero):
+    if not isinstance(kind, types.IntegerLiteral):
+        return None
+    if kind.literal_value == PLAIN:
+        return lambda kind, v, s, one, zero: v
+    if kind.literal_value == ABS:
+        return lambda kind, v, s, one, zero: abs(v * s)
+    return lambda kind, v, s, one, zero: _split_terms(v, s, one, zero)
+
+
+def _add(a, b):
+    """a + b, term by term for tuples."""
+
+
+@overload(_add, inline="always")
+def _add_of(a, b):
+    if isinstance(a, types.BaseTuple):
+        return lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])
+    return lambda a, b: a + b
+
+
+def _store(r, c, o0, o1, o2, o3, o4):
+    """o_j[c] = r[j] (o0[c] = r for a single sum)."""
+
+
+@overload(_store, inline="always")
+def _store_of(r, c, o0, o1, o2, o3, o4):
+    if isinstance(r, types.BaseTuple):
+        def five(r, c, o0, o1, o2, o3, o4):
+            o0[c], o1[c], o2[c], o3[c], o4[c] = r[0], r[1], r[2], r[3], r[4]
+        return five
+
+    def single(r, c, o0, o1, o2, o3, o4):
+        o0[c] = r
+    return single
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row(x, r, B, c0, c1, m, zeros):
+    """Row r of x at columns [c0, c1), or zeros where the row is all padding."""
+    return x[r * B + c0:r * B + c1] if r * B + c0 < m else zeros[:c1 - c0]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _kept(r, B, c0, m, one):
+    """What an entry of row r counts at columns from c0: 1, or +0.0 in a padding row."""
+    return one if r * B + c0 < m else one * 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_rows(kind, x, m, B, c0, c1, s, outs, zeros):
+    """outs[:, c] for c in [c0, c1) as :func:`_fold_cols` gives them, every
+    sum of ``kind`` (:func:`_terms`) at once, with the sixteen rows' partial sums held in
+    registers: one read of the block and no partial rows in memory. Each row
+    is wholly entries or wholly padding at these columns (:func:`_whole_rows`);
+    a padding row reads ``zeros`` and counts +0.0, so its terms are the
+    padding's +0.0."""
+    numba.literally(kind)
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    w = c1 - c0
+    r0, r1, r2, r3 = x[c0:c1], x[B + c0:B + c1], x[2 * B + c0:2 * B + c1], x[3 * B + c0:3 * B + c1]
+    r4, r5, r6, r7 = x[4 * B + c0:4 * B + c1], x[5 * B + c0:5 * B + c1], x[6 * B + c0:6 * B + c1], \
+        x[7 * B + c0:7 * B + c1]
+    r8, r9, r10, r11 = _row(x, 8, B, c0, c1, m, zeros), _row(x, 9, B, c0, c1, m, zeros), \
+        _row(x, 10, B, c0, c1, m, zeros), _row(x, 11, B, c0, c1, m, zeros)
+    r12, r13, r14, r15 = _row(x, 12, B, c0, c1, m, zeros), _row(x, 13, B, c0, c1, m, zeros), \
+        _row(x, 14, B, c0, c1, m, zeros), _row(x, 15, B, c0, c1, m, zeros)
+    k8, k9, k10, k11 = _kept(8, B, c0, m, one), _kept(9, B, c0, m, one), _kept(10, B, c0, m, one), \
+        _kept(11, B, c0, m, one)
+    k12, k13, k14, k15 = _kept(12, B, c0, m, one), _kept(13, B, c0, m, one), _kept(14, B, c0, m, one), \
+        _kept(15, B, c0, m, one)
+    k = outs.shape[0]  # 1-D outputs: stores into the 2-D outs do not vectorize
+    o0, o1, o2, o3, o4 = outs[0, c0:c1], outs[1 % k, c0:c1], outs[2 % k, c0:c1], outs[3 % k, c0:c1], \
+        outs[4 % k, c0:c1]
+    for c in range(w):
+        a0 = _add(_terms(kind, r0[c], s, one, zero), _terms(kind, r8[c], s, k8, zero))
+        a1 = _add(_terms(kind, r1[c], s, one, zero), _terms(kind, r9[c], s, k9, zero))
+        a2 = _add(_terms(kind, r2[c], s, one, zero), _terms(kind, r10[c], s, k10, zero))
+        a3 = _add(_terms(kind, r3[c], s, one, zero), _terms(kind, r11[c], s, k11, zero))
+        a4 = _add(_terms(kind, r4[c], s, one, zero), _terms(kind, r12[c], s, k12, zero))
+        a5 = _add(_terms(kind, r5[c], s, one, zero), _terms(kind, r13[c], s, k13, zero))
+        a6 = _add(_terms(kind, r6[c], s, one, zero), _terms(kind, r14[c], s, k14, zero))
+        a7 = _add(_terms(kind, r7[c], s, one, zero), _terms(kind, r15[c], s, k15, zero))
+        _store(_add(_add(_add(a0, a4), _add(a2, a6)), _add(_add(a1, a5), _add(a3, a7))), c, o0, o1, o2, o3, o4)
+
+
+@numba.njit(cache=True, nogil=True)
+def _whole_rows(m, B, c0, c1):
+    """Whether every row is wholly entries or wholly padding at columns [c0, c1)."""
+    for r in range(FOLD // 2, FOLD):
+        if r * B + c0 < m < r * B + c1:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_task(x, m, B, c0, c1, modes, s, outs, part, zeros):
+    """Columns [c0, c1) of every mode: in registers (:func:`_fold_rows`) for
+    the sums the kernels take (x, |x|, the split five), else a mode at a time."""
+    k = modes.size
+    if _whole_rows(m, B, c0, c1):
+        if k == 1 and modes[0] == PLAIN:
+            _fold_rows(PLAIN, x, m, B, c0, c1, s, outs, zeros)
+            return
+        if k == 1 and modes[0] == ABS:
+            _fold_rows(ABS, x, m, B, c0, c1, s, outs, zeros)
+            return
+        if k == 5 and modes[0] == POS and modes[1] == NPOS and modes[2] == NEG and modes[3] == NNEG \
+                and modes[4] == ZERO:
+            _fold_rows(POS, x, m, B, c0, c1, s, outs, zeros)
+            return
+    for j in range(k):
+        _fold_cols(x, m, B, c0, c1, modes[j], s, outs[j], part)
+
+
 @numba.njit(cache=True, parallel=True)
 def _fold(x, m, p, modes, s, outs):
     """outs[j] (p / FOLD entries) = four halving levels of the terms ``modes[j]``
     of x (m <= p entries, m > p / 2), in column tasks: a task's block of x is
-    read from memory once and from cache for each further mode."""
+    read from memory once."""
     B = p // FOLD
     tasks = (B + FOLD_COLS - 1) // FOLD_COLS
     for t in numba.prange(tasks):
         part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
         c0 = t * FOLD_COLS
-        for j in range(modes.size):
-            _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), modes[j], s, outs[j], part)
+        _fold_task(x, m, B, c0, min(B, c0 + FOLD_COLS), modes, s, outs, part, np.zeros(FOLD_COLS, x.dtype))
 
 
 @numba.njit(cache=True, nogil=True)
 def _fold_serial(x, m, p, modes, s, outs):
     B = p // FOLD
     part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
+    zeros = np.zeros(FOLD_COLS, x.dtype)
     for c0 in range(0, B, FOLD_COLS):
-        for j in range(modes.size):
-            _fold_cols(x, m, B, c0, min(B, c0 + FOLD_COLS), modes[j], s, outs[j], part)
+        _fold_task(x, m, B, c0, min(B, c0 + FOLD_COLS), modes, s, outs, part, zeros)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -13,7 +13,8 @@ from compressors.fused import Fused
 
 THRESHOLD = sums.FOLD * sums.FOLD_COLS  # from here the kernel folds in column tasks
 SIZES = [0, 1, 2, 7, 2 * sums.SUM_ROW - 1, 2 * sums.SUM_ROW, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1,
-         THRESHOLD // 2 + 1, sums.SUM_PARALLEL_MIN - 3, sums.SUM_PARALLEL_MIN + 4097, 16 * THRESHOLD + 5]
+         THRESHOLD // 2 + 1, sums.SUM_PARALLEL_MIN - 3, sums.SUM_PARALLEL_MIN + 4097, 16 * THRESHOLD + 5,
+         9 * THRESHOLD + 1]  # the last: row 9 partial in the first column task, rows 9..15 padding after it
 
 
 def vector(n, dtype, seed=0, bad=False, scale=1.0):
@@ -48,6 +49,17 @@ def test_kernel_gives_the_composition_bits(dtype, n, bad):
         assert got[1] == pos.sum() and got[3] == (~pos).sum()  # the counts (exact below 2^24)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [16 * THRESHOLD, 16 * THRESHOLD - 4097])
+def test_all_negative(dtype, n):
+    """sum(x * 0) of negative entries: -0.0 on a power-of-two size (no padding), +0.0 once
+    padding is added: the sixteen rows held in registers add as the rows in memory did."""
+    x = -np.linspace(1.0, 2.0, n, dtype=dtype)
+    got = OPS.sign_split_sums(x, 2.0 ** -24)
+    np.testing.assert_array_equal(bits(got), bits(Fused.sign_split_sums(OPS, x, 2.0 ** -24)))
+    assert np.signbit(got[4]) == (n == 16 * THRESHOLD) and got[1] == 0 and got[3] == n
+
+
 def test_only_zero_and_negative_zero():
     """x >= 0 holds for -0.0: all on the positive side; the sums stay +0.0 (+0.0 padding)."""
     x = np.full(THRESHOLD + 3, -0.0, np.float32)
@@ -69,15 +81,19 @@ def test_sums_are_exact_where_the_scale_keeps_them_finite(dtype):
     assert got[2] / got[3] * 2.0 ** k == np.finfo(dtype).max
 
 
-@pytest.mark.parametrize("n", [THRESHOLD // 2 + 1, 3 * THRESHOLD + 1, sums.SUM_PARALLEL_MIN + 1])
+@pytest.mark.parametrize("n", [THRESHOLD // 2 + 1, 3 * THRESHOLD + 1, 9 * THRESHOLD + 1, 16 * THRESHOLD,
+                               sums.SUM_PARALLEL_MIN + 1])
 @pytest.mark.parametrize("absolute", [False, True])
-def test_sum_and_sum_abs_keep_the_halving_order(n, absolute):
-    """The kernel's column tasks (now with a partial last row) against the NumPy pass per level."""
-    x = vector(n, np.float32, seed=3, scale=1e30)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_and_sum_abs_keep_the_halving_order(n, absolute, dtype):
+    """The kernel's column tasks (with partial and padding rows) against the NumPy pass per level."""
+    x = (np.random.default_rng(n).standard_normal(n) * (1e30 if dtype == np.float32 else 1e300)).astype(dtype)
+    x[::97] = -0.0
     got = sums.kernel_sum(x, absolute)
+    assert np.isfinite(got)  # a finite sum, where a different order gives different bits
     y = np.abs(x) if absolute else x
     p = 1 << (n - 1).bit_length()
-    ref = np.concatenate([y, np.zeros(p - n, np.float32)])
+    ref = np.concatenate([y, np.zeros(p - n, dtype)])
     while ref.size > 1:
         ref = ref[: ref.size // 2] + ref[ref.size // 2:]
     np.testing.assert_array_equal(bits(got), bits(ref[0]))
