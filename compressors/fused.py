@@ -154,6 +154,12 @@ class Fused:
                            self.sum(x * 0.0)])
         return self.where(sums == sums, sums, float("nan"))
 
+    def sign_split_pack(self, x: Array, scale: float) -> tuple[Array, Array]:
+        """``(sign_split_sums(x, scale), pack_signs(x))`` of a 1-D float array:
+        1-bit SGD's encoder, whose two parts read the same x (a backend may
+        make them one pass over it)."""
+        return self.sign_split_sums(x, scale), self.pack_signs(x)
+
     def pack_signs(self, x: Array) -> Array:
         """One bit per entry of a 1-D float array, 1 where ``x < 0`` (so
         -0.0 and NaN give 0): ``pack_bits(astype(x < 0, uint32), 1)``."""

@@ -74,15 +74,15 @@ def _scaled_leaf(two_scales: bool):
         xf = ops.reshape(upcast(ops, x), (-1,))
         k = _headroom(xf.size)
         if two_scales:
-            sums = ops.sign_split_sums(xf, 2.0**-k)  # sides x >= 0 and not: scaled sums, counts, x*0
+            # sides x >= 0 and not: scaled sums, counts, x*0; and the sign bits, from one read of x
+            sums, packed = ops.sign_split_pack(xf, 2.0**-k)
             # a non-finite entry (sum(x*0) = NaN) is kept visible in both scales
             bad = sums[4]
             sp = sums[0] / ops.maximum(sums[1], 1.0) * 2.0**k + bad
             sn = sums[2] / ops.maximum(sums[3], 1.0) * 2.0**k + bad
-            scales = ops.astype(ops.stack([sp, sn]), np.float32)
-        else:
-            d = max(xf.size, 1)
-            scales = ops.astype(ops.reshape(ops.sum_abs(xf, 2.0**-k) / float(d) * 2.0**k, (1,)), np.float32)
+            return (packed, ops.astype(ops.stack([sp, sn]), np.float32)), state
+        d = max(xf.size, 1)
+        scales = ops.astype(ops.reshape(ops.sum_abs(xf, 2.0**-k) / float(d) * 2.0**k, (1,)), np.float32)
         return (pack_signs(ops, x), scales), state
 
     def decompress(ops, payload, x):

@@ -137,7 +137,19 @@ def _split_body(dt):
         xa, xd = buffer(args, 0)
         sa, _ = buffer(args, 1)
         ra, _ = buffer(rets, 0)
-        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt))
+        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), np.empty(0, np.uint32))
+    return body
+
+
+def _split_pack_body(dt):
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        sa, _ = buffer(args, 1)
+        ra, _ = buffer(rets, 0)
+        wa, wd = buffer(rets, 1)
+        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt),
+                             _view(wa, size(wd), np.uint32))
     return body
 
 
@@ -282,6 +294,15 @@ def sign_split_sums(x, scale):
     t = np.dtype(x.dtype)
     return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type),
                  jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
+
+
+def sign_split_pack(x, scale):
+    import jax
+
+    t = np.dtype(x.dtype)
+    outs = (jax.ShapeDtypeStruct((5,), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
+    return _call(f"kfsim_sign_split_pack_{_tag(t)}", functools.partial(_split_pack_body, t.type), outs, x,
+                 np.asarray(scale, t))
 
 
 def pack_signs(x):

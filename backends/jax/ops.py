@@ -168,6 +168,11 @@ class JaxOps(Fused):
             return host.sign_split_sums(x, float(scale))
         return Fused.sign_split_sums(self, x, scale)
 
+    def sign_split_pack(self, x, scale):
+        if x.ndim == 1 and host.usable(x.size, x):
+            return host.sign_split_pack(x, float(scale))
+        return Fused.sign_split_pack(self, x, scale)
+
     def pack_signs(self, x):
         if x.ndim == 1 and host.usable(x.size, x):
             return host.pack_signs(x)

@@ -85,6 +85,12 @@ class NumpyFused(Fused):
             return Fused.sign_split_sums(self, x, scale)
         return split_sums(x, scale)
 
+    def sign_split_pack(self, x, scale):
+        x = vector(x, "sign_split_pack")
+        if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
+            return Fused.sign_split_pack(self, x, scale)
+        return split_sums(x, scale, signs=True)
+
     def pack_signs(self, x):
         x = vector(x, "pack_signs")
         if x.dtype not in KERNEL_FLOATS:

@@ -32,7 +32,7 @@ def bytes_to_words(tmp, m, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _signs_block(x, w0, w1, out, tmp):
+def signs_block(x, w0, w1, out, tmp):
     """Sign words [w0, w1): a byte 0/1 per entry into ``tmp`` (a loop that
     vectorizes), then :func:`bytes_to_words`."""
     zero = x.dtype.type(0)
@@ -47,7 +47,7 @@ def _signs_parallel(x, out):
     nblk = (out.size + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
         tmp = np.empty(WORDS * 32, np.uint8)
-        _signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out, tmp)
+        signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out, tmp)
 
 
 def pack_signs(x: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ def pack_signs_into(x, out):
     if x.size >= PARALLEL_MIN:
         _signs_parallel(x, out)
     elif x.size:
-        _signs_block(x, 0, out.size, out, np.empty(out.size * 32, np.uint8))
+        signs_block(x, 0, out.size, out, np.empty(out.size * 32, np.uint8))
 
 
 def unpack_signs(words, count: int, pos, neg) -> np.ndarray:

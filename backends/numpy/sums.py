@@ -13,6 +13,7 @@ from numba.extending import overload
 
 from backends.common import next_pow2
 from backends.numpy.arrays import KERNEL_FLOATS
+from backends.numpy.fused_sign import pack_signs_into, signs_block
 
 SUM_ROW = 1024  # the one-pass kernel takes vectors of at least 2 * SUM_ROW entries
 SUM_PARALLEL_MIN = 1 << 20  # from this many entries the kernel runs on all cores
@@ -225,26 +226,45 @@ def _fold_task(x, m, B, c0, c1, modes, s, outs, part, zeros):
         _fold_cols(x, m, B, c0, c1, modes[j], s, outs[j], part)
 
 
+@numba.njit(cache=True, nogil=True)
+def _pack_rows(x, m, B, c0, c1, words, tmp):
+    """The sign bits (``Fused.pack_signs``) of the entries of every row at columns
+    [c0, c1), read again while the task's block is in cache: row r's are
+    entries [r B + c0, r B + c1), whole words (B and c0 multiples of 32)."""
+    for r in range(FOLD):
+        lo = r * B + c0
+        if lo >= m:
+            return
+        signs_block(x, lo // 32, (min(r * B + c1, m) + 31) // 32, words, tmp)
+
+
 @numba.njit(cache=True, parallel=True)
-def _fold(x, m, p, modes, s, outs):
+def _fold(x, m, p, modes, s, outs, words):
     """outs[j] (p / FOLD entries) = four halving levels of the terms ``modes[j]``
     of x (m <= p entries, m > p / 2), in column tasks: a task's block of x is
-    read from memory once."""
+    read from memory once. ``words``, unless empty: x's sign bits too."""
     B = p // FOLD
     tasks = (B + FOLD_COLS - 1) // FOLD_COLS
     for t in numba.prange(tasks):
         part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
         c0 = t * FOLD_COLS
-        _fold_task(x, m, B, c0, min(B, c0 + FOLD_COLS), modes, s, outs, part, np.zeros(FOLD_COLS, x.dtype))
+        c1 = min(B, c0 + FOLD_COLS)
+        _fold_task(x, m, B, c0, c1, modes, s, outs, part, np.zeros(FOLD_COLS, x.dtype))
+        if words.size:
+            _pack_rows(x, m, B, c0, c1, words, np.empty(FOLD_COLS, np.uint8))
 
 
 @numba.njit(cache=True, nogil=True)
-def _fold_serial(x, m, p, modes, s, outs):
+def _fold_serial(x, m, p, modes, s, outs, words):
     B = p // FOLD
     part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
     zeros = np.zeros(FOLD_COLS, x.dtype)
+    tmp = np.empty(FOLD_COLS, np.uint8)
     for c0 in range(0, B, FOLD_COLS):
-        _fold_task(x, m, B, c0, min(B, c0 + FOLD_COLS), modes, s, outs, part, zeros)
+        c1 = min(B, c0 + FOLD_COLS)
+        _fold_task(x, m, B, c0, c1, modes, s, outs, part, zeros)
+        if words.size:
+            _pack_rows(x, m, B, c0, c1, words, tmp)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -261,13 +281,15 @@ def _halve_in_place(y):
 @numba.njit(cache=True, nogil=True)
 def halving_sum(x, parallel, absolute, scale=1.0):
     """``Ops.sum`` of a 1-D float array (of ``|x * scale|`` if ``absolute``), 2 <= x.size."""
-    return term_sums(x, parallel, np.array([ABS if absolute else PLAIN]), x.dtype.type(scale))[0]
+    return term_sums(x, parallel, np.array([ABS if absolute else PLAIN]), x.dtype.type(scale),
+                     np.empty(0, np.uint32))[0]
 
 
 @numba.njit(cache=True, nogil=True)
-def term_sums(x, parallel, modes, s):
+def term_sums(x, parallel, modes, s, words):
     """``Ops.sum`` of the terms of a 1-D float array, one per mode (``modes``
-    an int array), 2 <= x.size.
+    an int array), 2 <= x.size; and, unless ``words`` is empty, x's sign
+    bits into it (``Fused.pack_signs``) from the same read of x.
 
     The halving order on the zero-padded p = 2**P entries adds entry i to
     entry i + p/2, then those sums at distance p/4, ... Seen as FOLD rows of
@@ -286,21 +308,24 @@ def term_sums(x, parallel, modes, s):
     if p < FOLD * FOLD_COLS:
         for j in range(k):
             result[j] = _tail(x, m, p, modes[j], s)
+        if words.size:
+            pack_signs_into(x, words)
         return result
     outs = np.empty((k, p // FOLD), x.dtype)
     if parallel:
-        _fold(x, m, p, modes, s, outs)
+        _fold(x, m, p, modes, s, outs, words)
     else:
-        _fold_serial(x, m, p, modes, s, outs)
+        _fold_serial(x, m, p, modes, s, outs, words)
     plain = np.array([PLAIN])
+    nowords = words[:0]
     for j in range(k):
         y, n = outs[j], p // FOLD
         while n >= FOLD * FOLD_COLS:
             out = np.empty((1, n // FOLD), x.dtype)
             if parallel:
-                _fold(y, n, n, plain, s, out)
+                _fold(y, n, n, plain, s, out, nowords)
             else:
-                _fold_serial(y, n, n, plain, s, out)
+                _fold_serial(y, n, n, plain, s, out, nowords)
             y, n = out[0], n // FOLD
         result[j] = _tail(y, n, n, PLAIN, s)
     return result
@@ -318,21 +343,24 @@ def _tail(y, m, p, mode, s):
 
 
 @numba.njit(cache=True, nogil=True)
-def split_sums_into(x, s, out):
-    """out[:5] = ``Fused.sign_split_sums`` of x (2 <= x.size), a NaN sum as +NaN."""
-    out[:] = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), s)
+def split_sums_into(x, s, out, words):
+    """out[:5] = ``Fused.sign_split_sums`` of x (2 <= x.size), a NaN sum as +NaN;
+    and x's sign bits into ``words`` unless it is empty (``Fused.sign_split_pack``)."""
+    out[:] = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), s, words)
     for j in range(out.size):
         if np.isnan(out[j]):
             out[j] = np.nan  # one NaN: its sign bit is the compiler's choice (see Fused.sign_split_sums)
 
 
-def split_sums(x: np.ndarray, scale: float) -> np.ndarray:
+def split_sums(x: np.ndarray, scale: float, signs: bool = False):
     """``Fused.sign_split_sums`` of a 1-D float32/float64 array of at least
-    2 * SUM_ROW entries: five sums in one pass over x (threaded for long arrays)."""
+    2 * SUM_ROW entries: five sums in one pass over x (threaded for long
+    arrays); with ``signs``, ``Fused.sign_split_pack``: (the sums, the sign words)."""
     x = np.ascontiguousarray(x)
     out = np.empty(len(SPLIT_MODES), x.dtype)
-    split_sums_into(x, x.dtype.type(scale), out)
-    return out
+    words = np.empty(-(-x.size // 32) if signs else 0, np.uint32)
+    split_sums_into(x, x.dtype.type(scale), out, words)
+    return (out, words) if signs else out
 
 
 def kernel_sum(x: np.ndarray, absolute: bool, scale: float = 1.0) -> np.ndarray:

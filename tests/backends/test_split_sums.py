@@ -1,7 +1,8 @@
-"""``sign_split_sums`` on the NumPy binding: the one-pass kernel (``backends.numpy.sums``)
-returns the composition's bits (``compressors.fused.Fused``) at every size the kernel
-takes, around its thresholds, for float32 and float64 and at the edges of the range;
-and the halving sums it shares with ``sum``/``sum_abs`` keep their bits."""
+"""``sign_split_sums`` and ``sign_split_pack`` on the NumPy binding: the one-pass kernel
+(``backends.numpy.sums``) returns the composition's bits (``compressors.fused.Fused``) at
+every size the kernel takes, around its thresholds, for float32 and float64 and at the
+edges of the range (``sign_split_pack`` on JAX's custom call too); and the halving sums it
+shares with ``sum``/``sum_abs`` keep their bits."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from backends.numpy import sums
 from backends.numpy.ops import OPS
+from tests.backends.ops_backends import maybe_x64
 from compressors.fused import Fused
 
 THRESHOLD = sums.FOLD * sums.FOLD_COLS  # from here the kernel folds in column tasks
@@ -58,6 +60,40 @@ def test_all_negative(dtype, n):
     got = OPS.sign_split_sums(x, 2.0 ** -24)
     np.testing.assert_array_equal(bits(got), bits(Fused.sign_split_sums(OPS, x, 2.0 ** -24)))
     assert np.signbit(got[4]) == (n == 16 * THRESHOLD) and got[1] == 0 and got[3] == n
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+def test_split_pack_gives_the_composition_bits(dtype, n):
+    x = vector(n, dtype, bad=True)
+    scale = 2.0 ** -max(n - 1, 0).bit_length()
+    sums_, words = OPS.sign_split_pack(x, scale)
+    want_sums, want_words = Fused.sign_split_pack(OPS, x, scale)
+    np.testing.assert_array_equal(bits(sums_), bits(want_sums))
+    assert words.dtype == np.uint32 and words.shape == (-(-n // 32),)
+    np.testing.assert_array_equal(words, want_words)
+    if n >= 1 << 15:  # JAX's custom call (smaller tensors take XLA's composition)
+        import jax.numpy as jnp
+
+        import backends
+        # XLA's threads treat subnormal operands as zero: outside the contract (docs/ops.md)
+        x = np.where(np.abs(x) < np.finfo(dtype).tiny, dtype(0), x)
+        want_sums, want_words = Fused.sign_split_pack(OPS, x, scale)
+        with maybe_x64(dtype):
+            j_sums, j_words = backends.get("jax").sign_split_pack(jnp.asarray(x), scale)
+            np.testing.assert_array_equal(bits(np.asarray(j_sums)), bits(want_sums))
+            np.testing.assert_array_equal(np.asarray(j_words), want_words)
+
+
+@pytest.mark.parametrize("n", [THRESHOLD + 33, 9 * THRESHOLD + 1, sums.SUM_PARALLEL_MIN + 4097])
+def test_split_pack_writes_every_word_of_a_recycled_buffer(n):
+    """Each column task packs its rows' words: together they cover every word, the
+    last partial one with zeros past the end, whatever the buffer held."""
+    x = vector(n, np.float32, seed=5)
+    words = np.full(-(-n // 32), 0xFFFFFFFF, np.uint32)
+    out = np.empty(5, np.float32)
+    sums.split_sums_into(x, np.float32(1.0), out, words)
+    np.testing.assert_array_equal(words, Fused.pack_signs(OPS, x))
 
 
 def test_only_zero_and_negative_zero():
