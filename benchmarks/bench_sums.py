@@ -1,10 +1,11 @@
 """The halving-sum kernels and the allocator setting, side by side in one run.
 
-Prints, on a 25M-entry float32 vector: ``sum``, ``sum_abs`` and ``sign_split_sums``
-on the NumPy binding (its one-pass kernels) beside the reference compositions
-(``compressors.fused.Fused``) and ``numpy.sum``; and a JAX program with a 100 MB
-result, with and without ``backends.memory`` (``KFSIM_KEEP_FREED_MEMORY``), in ms
-and page faults per call.
+Prints, on a 25M-entry float32 vector: ``sum``, ``sum_abs``, ``sign_split_sums``
+and ``sign_split_pack`` on the NumPy binding (its one-pass kernels) beside the
+reference compositions (``compressors.fused.Fused``; for ``sign_split_pack``, the
+binding's ``sign_split_sums`` and ``pack_signs`` kernels one after the other) and
+``numpy.sum``; and a JAX program with a 100 MB result, with and without
+``backends.memory`` (``KFSIM_KEEP_FREED_MEMORY``), in ms and page faults per call.
 
     .venv/bin/python benchmarks/bench_sums.py [--size N] [--repeat R]
 """
@@ -75,7 +76,9 @@ def main(argv=None) -> None:
     print(f"  {'op':<28} {'kernel ms':>10} {'composition ms':>15} {'ratio':>7}")
     rows = [("sum", lambda: ops.sum(x), lambda: np.sum(x)),
             ("sum_abs", lambda: ops.sum_abs(x), lambda: Fused.sum_abs(ops, x)),
-            ("sign_split_sums", lambda: ops.sign_split_sums(x, scale), lambda: Fused.sign_split_sums(ops, x, scale))]
+            ("sign_split_sums", lambda: ops.sign_split_sums(x, scale), lambda: Fused.sign_split_sums(ops, x, scale)),
+            # its composition calls the binding's kernels: sign_split_sums, then pack_signs (a second read of x)
+            ("sign_split_pack", lambda: ops.sign_split_pack(x, scale), lambda: Fused.sign_split_pack(ops, x, scale))]
     for name, kernel, ref in rows:
         k, r = best_ms(kernel, args.repeat), best_ms(ref, args.repeat)
         label = f"{name} (vs numpy.sum)" if name == "sum" else name
