@@ -131,25 +131,18 @@ def _sum_body(dt, absolute):
     return body
 
 
-def _split_body(dt):
+def _split_body(dt, signs):
+    """``sign_split_sums``, or with ``signs`` ``sign_split_pack`` (the sign words its second result)."""
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
         xa, xd = buffer(args, 0)
         sa, _ = buffer(args, 1)
         ra, _ = buffer(rets, 0)
-        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), np.empty(0, np.uint32))
-    return body
-
-
-def _split_pack_body(dt):
-    @numba.njit(cache=True, nogil=True)
-    def body(args, rets):
-        xa, xd = buffer(args, 0)
-        sa, _ = buffer(args, 1)
-        ra, _ = buffer(rets, 0)
-        wa, wd = buffer(rets, 1)
-        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt),
-                             _view(wa, size(wd), np.uint32))
+        words = np.empty(0, np.uint32)
+        if signs:
+            wa, wd = buffer(rets, 1)
+            words = _view(wa, size(wd), np.uint32)
+        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), words)
     return body
 
 
@@ -292,7 +285,7 @@ def sign_split_sums(x, scale):
     import jax
 
     t = np.dtype(x.dtype)
-    return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type),
+    return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type, False),
                  jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
 
 
@@ -301,7 +294,7 @@ def sign_split_pack(x, scale):
 
     t = np.dtype(x.dtype)
     outs = (jax.ShapeDtypeStruct((5,), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
-    return _call(f"kfsim_sign_split_pack_{_tag(t)}", functools.partial(_split_pack_body, t.type), outs, x,
+    return _call(f"kfsim_sign_split_pack_{_tag(t)}", functools.partial(_split_body, t.type, True), outs, x,
                  np.asarray(scale, t))
 
 
