@@ -216,14 +216,14 @@ def usable(n: int, *floats) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def thread_safe() -> bool:
-    sums.halving_sum(np.ones(1 << 13, np.float32), True, False)  # a threaded kernel picks the layer
+    """Whether Numba's threading layer lets XLA's threads call threaded kernels at once
+    (the pool, and so the layer, is started when ``backends.numpy`` is imported)."""
     return numba.threading_layer() in ("omp", "tbb")
 
 
 def _call(name: str, make, results, *args):
     import jax
 
-    thread_safe()  # a cached threaded body links against the pool's symbols: start the pool first
     return jax.ffi.ffi_call(ffi.target(name, make), results, vmap_method="sequential")(*args)
 
 
