@@ -2,9 +2,8 @@
 long float32/float64 vectors (threaded, with bits that do not depend on the
 thread count) and a NumPy pass per level for everything else. The kernel
 also sums terms of x (|x|, and the five of ``Fused.sign_split_sums``, all
-from one pass over memory) without writing them out, and can pack x's sign
-bits from the same pass (``Fused.sign_split_pack``).
-"""
+from one pass over memory) without writing them out, and can pack x's sign bits
+from the same pass (``Fused.sign_split_pack``)."""
 from __future__ import annotations
 
 import numba
@@ -100,9 +99,8 @@ def _fold_cols(x, m, B, c0, c1, mode, s, out, part):
 @numba.njit(cache=True, nogil=True)
 def _split_terms(v, s, one, zero):
     """The terms of ``SPLIT_MODES`` of v, as :func:`_split` gives them one by
-    one; ``one``: what v counts (+0.0 for a padding row's zeros). Kept apart
-    from ``_split``: defining that one through this (indexing the tuple) made
-    the register fold slower (bench_sums.py, sign_split_sums)."""
+    one; ``one``: what v counts (+0.0 for a padding row's zeros). Kept apart from
+    ``_split``: deriving that one from this slowed the fold (bench_sums.py)."""
     pos = v >= zero
     return (v * s if pos else zero, one if pos else zero, zero if pos else -(v * s),
             zero if pos else one, v * zero)
