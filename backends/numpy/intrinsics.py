@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 
@@ -48,3 +49,24 @@ def ctz(typingctx, v):
         return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
 
     return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, i):
+    """Hint that ``arr[i]`` (a 1-D C-contiguous array; i in range) will be
+    used soon (``llvm.prefetch`` into all cache levels: no effect on results,
+    and no fault)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [ir.IntType(8).as_pointer()] + [ir.IntType(32)] * 3), "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, ir.IntType(32)(0), ir.IntType(32)(3), ir.IntType(32)(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen

@@ -32,6 +32,39 @@ def test_gather_negative_index_reads_zero(ops):
     assert_same_bits(ops.gather(put(ops, x), put(ops, idx)), np.array([0, 0, 0, 3], np.float32), "gather")
 
 
+@covers("gather")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.uint8)], ids=dt_id)
+def test_gather_on_all_cores_reads_what_one_core_does(ops, dtype):
+    """From PARALLEL_MIN indices the NumPy kernel splits them over threads and
+    prefetches ahead: random and sorted indices, out of range at the ends of
+    every thread's span and within the look-ahead, give NumPy's x[idx] (0 out of range)."""
+    from backends.numpy.indexing import AHEAD, PARALLEL_MIN
+    rng = np.random.default_rng(11)
+    n = 3 * PARALLEL_MIN + 5
+    x = rng.integers(1, 200, n).astype(dtype)
+    for idx in (rng.integers(-3, n + 3, n + 7), np.sort(rng.integers(0, n, PARALLEL_MIN))):
+        idx = idx.astype(np.int32)
+        idx[:AHEAD + 2] = np.resize(np.array([-1, n, 2 ** 31 - 1, -(2 ** 31)], np.int64), AHEAD + 2)
+        idx[-3:] = [n, -7, n - 1]
+        want = np.where((idx >= 0) & (idx < n), x[np.clip(idx, 0, n - 1)], 0).astype(dtype)
+        with maybe_x64(dtype):
+            assert_same_bits(ops.gather(put(ops, x), put(ops, idx)), want, "gather")
+
+
+def test_numpy_gather_takes_every_integer_index_type():
+    from backends.numpy.indexing import PARALLEL_MIN, gather_bits
+    x = np.arange(1, PARALLEL_MIN + 11, dtype=np.uint32)
+    base = np.arange(-2, PARALLEL_MIN + 12)
+    want = np.where((base >= 0) & (base < x.size), x[np.clip(base, 0, x.size - 1)], 0).astype(np.uint32)
+    for t in (np.int32, np.int64, np.int16):
+        idx = base.astype(t) if t != np.int16 else (base % 30000).astype(t)
+        w = want if t != np.int16 else x[idx]
+        assert np.array_equal(gather_bits(x, idx), w), t
+    big = np.array([0, 2 ** 63 + 5, x.size], np.uint64).repeat(PARALLEL_MIN // 3 + 1)
+    assert np.array_equal(gather_bits(x, big), np.where(big == 0, x[0], 0).astype(np.uint32))
+    assert np.array_equal(gather_bits(np.zeros(0, np.uint32), big), np.zeros(big.size, np.uint32))
+
+
 @covers("scatter_add")
 @pytest.mark.parametrize("dtype", FLOATS + [np.dtype(np.int32)], ids=dt_id)
 def test_scatter_add_drop_and_duplicates(ops, dtype):
