@@ -25,7 +25,13 @@ single-worker encode and n-worker decode, and every equation is counted:
                       ``dequantize``, ``pack_signs``, ``unpack_signs``
   ==================  =================================================================
 
-* the **number of ops** (kernels): each costs a launch/dispatch overhead.
+* the **number of ops** (kernels): each costs a launch/dispatch overhead;
+* **random words drawn inside a fused kernel** (``quantize_pack`` draws one
+  threefry word per two entries, ``natural_pack`` one per entry, see
+  ``compressors.fused``): threefry is arithmetic, not memory traffic, so a
+  kernel that draws while it packs is priced as its pack bytes *plus* the
+  bytes of those words in the ``rng`` class (``OpCost.rng_bytes``), as if
+  ``random_bits`` had written them; it is still one kernel.
 
 Free (no kernel, no bytes, not counted): ``reshape``, ``bitcast`` and static
 slicing ``x[a:b]`` (views), constants (``asarray``; static key arithmetic is
@@ -92,7 +98,8 @@ assert not _unclassified, f"ops without a cost class: {sorted(_unclassified)}"
 
 
 class OpCost(NamedTuple):
-    """One kernel: its op, cost class, bytes in and out, FLOPs (and their dtype)."""
+    """One kernel: its op, cost class, bytes in and out, FLOPs (and their
+    dtype), and the bytes of random words it draws inside (``rng`` class)."""
 
     op: str
     cls: str
@@ -100,6 +107,12 @@ class OpCost(NamedTuple):
     bytes_written: float
     flops: float = 0.0
     flop_dtype: str = ""
+    rng_bytes: float = 0.0
+
+
+# Fused ops that draw threefry words inside their one pass: entries of x (their
+# first argument) per uint32 word drawn (compressors.fused states the draws).
+DRAWS_PER_WORD = {"quantize_pack": 2, "natural_pack": 1}
 
 
 class ClassTotals(NamedTuple):
@@ -155,12 +168,21 @@ class OpCounts(NamedTuple):
         return sum(k * c.flops for c, k in self.entries)
 
     def by_class(self) -> dict[str, ClassTotals]:
+        """Totals per cost class; a kernel's internal draws count as bytes
+        written in ``rng`` (no op: the kernel is counted in its own class)."""
         out: dict = {}
         for c, k in self.entries:
             t = out.get(c.cls, ClassTotals(0.0, 0.0, 0.0, 0.0))
             out[c.cls] = ClassTotals(t.count + k, t.bytes_read + k * c.bytes_read,
                                      t.bytes_written + k * c.bytes_written, t.flops + k * c.flops)
+            if c.rng_bytes:
+                t = out.get("rng", ClassTotals(0.0, 0.0, 0.0, 0.0))
+                out["rng"] = t._replace(bytes_written=t.bytes_written + k * c.rng_bytes)
         return out
+
+    def class_bytes(self) -> dict[str, float]:
+        """Bytes per cost class (read + written, internal draws in ``rng``)."""
+        return {c: t.bytes_read + t.bytes_written for c, t in self.by_class().items()}
 
     def ops(self) -> dict[str, float]:
         """Count per op name."""
@@ -198,7 +220,9 @@ def op_cost(eqn) -> OpCost | None:
     flops, fdt = 0.0, ""
     if cls == "matmul":
         flops, fdt = _matmul_flops(eqn)
-    return OpCost(eqn.op, cls, read, written, flops, fdt)
+    per = DRAWS_PER_WORD.get(eqn.op)
+    drawn = 4.0 * -(-eqn.args[0].size // per) if per else 0.0
+    return OpCost(eqn.op, cls, read, written, flops, fdt, drawn)
 
 
 def _matmul_flops(eqn) -> tuple[float, str]:

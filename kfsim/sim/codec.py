@@ -6,7 +6,8 @@ encode and of its decode of n payloads, each kernel with its bytes read and
 written, its FLOPs (matrix products) and its cost class; this module prices
 those kernels on the cluster's device:
 
-    t(op) = max( bytes(op) / bw(class),  flops(op) · f(class) / peak(dtype) ) + t_launch
+    t(op) = max( bytes(op) / bw(class),  flops(op) · f(class) / peak(dtype) )
+            + drawn(op) / bw(rng) + t_launch
     bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
@@ -15,7 +16,9 @@ those kernels on the cluster's device:
     t_call           = cluster.codec.call_overhead | 0    (per coded tensor: the codec's entry)
     T_dec(tensor, n) = Σ_{op ∈ decode} t(op) + n · Σ_{op ∈ decode_per_worker} t(op)
 
-where ``stream_bw`` is the achievable streaming bandwidth, ``f(class)`` the
+where ``drawn(op)`` is the bytes of the random words a fused kernel draws
+inside its pass (``OpCost.rng_bytes``: quantize_pack, natural_pack),
+``stream_bw`` is the achievable streaming bandwidth, ``f(class)`` the
 class's time multiplier (select ≈ 10 passes of radix select, gather/scatter
 ≈ 4 for scattered sectors, ...; documented defaults in
 :data:`kfsim.catalog.devices.DEFAULT_FACTORS`), ``peak(dtype)`` the matmul
@@ -63,6 +66,7 @@ class Rates(NamedTuple):
 
 
 _CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
+_RNG = _CLASS_INDEX["rng"]
 _RATES: dict = {}
 
 
@@ -93,6 +97,8 @@ def seconds(counts: OpCounts, r: Rates) -> float:
         t = (op.bytes_read + op.bytes_written) / r.bw[i]
         if op.flops:
             t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
+        if op.rng_bytes:
+            t += op.rng_bytes / r.bw[_RNG]
         total += k * (t + r.overhead)
     return total
 

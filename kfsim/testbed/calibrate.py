@@ -198,9 +198,9 @@ def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], fl
             continue
         cc = codec_cost(comp, s, "float32", reference_ops())
         for counts in (cc.encode, cc.decode_at(n)):
-            for op, k in counts.entries:
-                by_class[op.cls] += k * (op.bytes_read + op.bytes_written)
-                ops += k
+            for cls, b in counts.class_bytes().items():
+                by_class[cls] += b
+            ops += counts.n_ops
     return tuple(by_class[c] for c in CLASSES), ops
 
 

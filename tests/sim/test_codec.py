@@ -185,6 +185,29 @@ def test_seconds_follow_the_roofline_formula():
     assert simcodec.codec_cost(ps, (256, 128), slow).enc > simcodec.codec_cost(ps, (256, 128), SEED).enc
 
 
+@pytest.mark.parametrize("spec, d, per", [("quantize(bits=8, bucket=64)", 1001, 2), ("qsgd(levels=15, bucket=64)", 1001, 2),
+                                          ("natural()", 1001, 1)])
+def test_random_words_drawn_inside_a_fused_kernel_are_priced_as_rng(spec, d, per):
+    """quantize_pack draws one threefry word per two entries and natural_pack one per entry: the
+    kernel stays one op of its class, and the words' bytes are added in the rng class."""
+    c = counts(spec, (d,))
+    drawn = [(op, k) for op, k in c.encode.entries if op.rng_bytes]
+    assert len(drawn) == 1 and drawn[0][1] == 1.0
+    op = drawn[0][0]
+    assert op.cls == "pack" and op.rng_bytes == 4 * -(-d // per)
+    totals = c.encode.by_class()
+    plain = sum(k * o.bytes_written for o, k in c.encode.entries if o.cls == "rng")
+    assert totals["rng"].bytes_written == plain + op.rng_bytes
+    assert totals["rng"].count == sum(k for o, k in c.encode.entries if o.cls == "rng")  # no extra op
+    assert c.encode.class_bytes()["rng"] == totals["rng"].bytes_read + totals["rng"].bytes_written
+    comp = compressors.parse(spec)
+    fast, slow = (SEED._replace(codec=catalog.Codec(rng=bw)) for bw in (1e15, 1e9))
+    gap = simcodec.codec_cost(comp, (d,), slow).enc - simcodec.codec_cost(comp, (d,), fast).enc
+    rng_bytes = totals["rng"].bytes_read + totals["rng"].bytes_written
+    assert gap == pytest.approx(rng_bytes * (1 / 1e9 - 1 / 1e15))
+    assert not any(o.rng_bytes for o, _ in counts("fp16").encode.entries)
+
+
 def test_cluster_codec_overrides_the_device():
     comp = compressors.parse("topk(ratio=0.01)")
     base = simcodec.codec_cost(comp, (100_000,), SEED)
