@@ -74,7 +74,8 @@ class LoopbackExchange:
     """n workers in one compiled graph, combined as ``compressors.exchange`` does.
 
     ``init(grads_per_worker)`` -> states; ``__call__(grads_per_worker, states, step)`` ->
-    (mean as seen by worker 0, new states). Arrays are NumPy in and out. ``device``: the
+    (mean as seen by worker 0, new states). Arrays are NumPy in and out. A scheduled
+    compressor runs the graph of the phase ``step`` is in (one per phase, built on first use). ``device``: the
     device the graphs are lowered for (not CPU: native ops only), whatever device runs them.
     """
 
@@ -88,12 +89,11 @@ class LoopbackExchange:
         who = _who(comp)
         iprog, ileaves, self.tree = trace_init(comp, self.avals, who)
         self._init = program_cell(iprog, ileaves, who + " init", rng, 0, seed, device)
-        t = trace_exchange(comp, self.avals, n=n, ranks=range(n), seed=seed, comm="loopback", who=who)
-        self.traced = t
-        outs = t.means[0] + [v for s in t.state_out for v in s]
-        # inputs in order: grads of each worker, states of each worker, step
-        t.prog.inputs[:] = [v for g in t.grads for v in g] + [v for s in t.state_in for v in s] + [t.step]
-        self._step = program_cell(t.prog, outs, who, rng, 0, seed, device)
+        self._lower = (n, seed, who, rng, device)
+        self.traced, self._step = self._graph(comp)
+        # a scheduled compressor (warmup, DGC's schedule) gets one graph per phase, built on
+        # first use and sharing the state, as backends.mindspore.data_parallel does
+        self._phases = {} if comp.phase is None else {comp.phase_of(0): (self.traced, self._step)}
         self._mode = mode
         if mode == "graph":
             ms.set_context(mode=ms.GRAPH_MODE)
@@ -105,14 +105,32 @@ class LoopbackExchange:
             out.append([to_np(r) for r in res])
         return out
 
+    def _graph(self, comp):
+        n, seed, who, rng, device = self._lower
+        t = trace_exchange(comp, self.avals, n=n, ranks=range(n), seed=seed, comm="loopback", who=who)
+        outs = t.means[0] + [v for s in t.state_out for v in s]
+        # inputs in order: grads of each worker, states of each worker, step
+        t.prog.inputs[:] = [v for g in t.grads for v in g] + [v for s in t.state_in for v in s] + [t.step]
+        return t, program_cell(t.prog, outs, who, rng, 0, seed, device)
+
+    def _phase_graph(self, step: int):
+        """(traced, cell) of the phase ``step`` falls in (the one graph if unscheduled)."""
+        if self.comp.phase is None:
+            return self.traced, self._step
+        key = self.comp.phase_of(int(step))
+        if key not in self._phases:
+            self._phases[key] = self._graph(self.comp.step(int(step)))
+        return self._phases[key]
+
     def __call__(self, grads_per_worker, states, step: int):
         import mindspore as ms
+        traced, cell = self._phase_graph(step)
         args = [to_ms(x) for g in grads_per_worker for x in g] + [to_ms(x) for s in states for x in s] \
             + [ms.Tensor(np.int32(step))]
-        res = self._step(*args) if self._mode == "graph" else self._step.construct(*args)
+        res = cell(*args) if self._mode == "graph" else cell.construct(*args)
         res = [to_np(r) for r in res]
-        k = len(self.traced.means[0])
-        ns = len(self.traced.state_out[0])
+        k = len(traced.means[0])
+        ns = len(traced.state_out[0])
         mean = res[:k]
         states = [res[k + w * ns: k + (w + 1) * ns] for w in range(self.n)]
         return mean, states

@@ -49,6 +49,26 @@ def test_user_written_compressor_lowers_and_matches_jax():
         assert np.array_equal(a, np.asarray(b))
 
 
+def test_scheduled_compressor_runs_the_phase_of_each_step():
+    """warmup(...) is dense for its first steps and the inner compressor after: the loopback
+    exchange builds the graph of each phase on first use (it once ran the warm-up phase at
+    every step, so a benchmark timed a dense exchange as ef(topk))."""
+    import compressors
+    comp = compressors.parse("warmup(topk(ratio=0.1), steps=2)")
+    lx = LoopbackExchange(comp, [((1000,), np.float32)], n=2, seed=3)
+    rng = np.random.default_rng(2)
+    per = [[rng.standard_normal(1000).astype(np.float32)] for _ in range(2)]
+    states = lx.init(per)
+    for step in (0, 1, 2, 7, 0):
+        mean, states = lx(per, states, step)
+        jm, _, _ = exchange(J, comp.step(step), [tuple(jnp.asarray(x) for x in g) for g in per],
+                            [comp.init(J, tuple(per[0]))] * 2, [make_keys(J, 3, step, w) for w in range(2)])
+        assert np.array_equal(mean[0], np.asarray(jm[0])), step
+        assert np.count_nonzero(mean[0]) == (1000 if step < 2 else np.count_nonzero(np.asarray(jm[0]))), step
+        assert step < 2 or np.count_nonzero(mean[0]) <= 200
+    assert len(lx._phases) == 2
+
+
 def test_unknown_op_fails_at_lowering_naming_op_and_compressor():
     comp = user_compressor(lambda ops, x, s, k: (ops.cumsum(x), s), name="prefixsum()")
     with pytest.raises(LoweringError, match=r"prefixsum\(\).*'cumsum'"):
