@@ -93,7 +93,7 @@ class LoopbackExchange:
         self.traced, self._step = self._graph(comp)
         # a scheduled compressor (warmup, DGC's schedule) gets one graph per phase, built on
         # first use and sharing the state, as backends.mindspore.data_parallel does
-        self._phases = {} if comp.phase is None else {comp.phase_of(0): (self.traced, self._step)}
+        self._phases = {self._phase(0): (self.traced, self._step)}
         self._mode = mode
         if mode == "graph":
             ms.set_context(mode=ms.GRAPH_MODE)
@@ -113,11 +113,13 @@ class LoopbackExchange:
         t.prog.inputs[:] = [v for g in t.grads for v in g] + [v for s in t.state_in for v in s] + [t.step]
         return t, program_cell(t.prog, outs, who, rng, 0, seed, device)
 
+    def _phase(self, step: int):
+        """The phase ``step`` falls in (None for an unscheduled compressor: one graph)."""
+        return None if self.comp.phase is None else self.comp.phase_of(int(step))
+
     def _phase_graph(self, step: int):
-        """(traced, cell) of the phase ``step`` falls in (the one graph if unscheduled)."""
-        if self.comp.phase is None:
-            return self.traced, self._step
-        key = self.comp.phase_of(int(step))
+        """(traced, cell) of the phase ``step`` falls in."""
+        key = self._phase(step)
         if key not in self._phases:
             self._phases[key] = self._graph(self.comp.step(int(step)))
         return self._phases[key]
