@@ -4,8 +4,14 @@ halving order; buckets run on all cores from ``PARALLEL_MIN`` entries.
 The max of |v| is taken on the floats' bits with the sign cleared, as
 integers: they order as the magnitudes do (a NaN above +inf), and an
 integer max vectorizes where a float one, with its NaN rule, does not.
-Buckets longer than ``ROW_MAX`` take the composition (its passes use the
-one-pass 1-D sum kernel).
+Buckets longer than ``ROW_MAX`` (QSGD's ``bucket=0``: one bucket of the
+whole tensor) run bucket by bucket in two threaded passes: the max of |v|
+as above, then the scaled squares ``(v * (2**-e / f))**2`` written once and
+summed by the one-pass 1-D halving-sum kernel. ``v * (2**-e * (1/f))`` has
+the bits of the composition's ``ldexp(v, -e) * (1/f)``: 2**-e * (1/f) is
+exact for e < 100, and v * 2**-e is exact unless it is subnormal, when its
+square is +0 either way. A bucket with e >= 100 (max |v| >= 2**99) takes
+the composition.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import numpy as np
 
 from backends.numpy.blocks import PARALLEL_MIN
 from backends.numpy.fused_minmax import SIGNED
+from backends.numpy.sums import sum_halving
 
 ROW_MAX = 1 << 16  # longest bucket the kernel takes (its row buffer stays in L2)
 
@@ -73,6 +80,60 @@ def _norms_parallel(x, xi, inf_bits, B, P, out):
     per = max(1, 16384 // B)  # buckets per task
     for t in numba.prange((out.size + per - 1) // per):
         _norms(x, xi, inf_bits, B, P, t * per, min(out.size, (t + 1) * per), out)
+
+
+@numba.njit(cache=True, parallel=True)
+def _abs_max_bits(xi, inf_bits):
+    """max over i of xi[i] with the sign bit cleared (x's bits as signed integers)."""
+    it = xi.dtype.type
+    mask = it(inf_bits | (inf_bits - it(1)))
+    chunk = 1 << 16
+    tasks = (xi.size + chunk - 1) // chunk
+    part = np.zeros(tasks, xi.dtype)
+    for t in numba.prange(tasks):
+        seg = xi[t * chunk:min(xi.size, (t + 1) * chunk)]
+        mi = it(0)
+        for i in range(seg.size):
+            mi = max(mi, it(seg[i] & mask))
+        part[t] = mi
+    return part.max()
+
+
+@numba.njit(cache=True, parallel=True)
+def _scaled_squares(x, s, out):
+    for i in numba.prange(x.size):
+        w = x[i] * s
+        out[i] = w * w
+
+
+def _long_bucket(x: np.ndarray, xi, inf_bits):
+    """The norm of one bucket longer than ROW_MAX, or None (max |v| >= 2**99: the composition)."""
+    t = x.dtype.type
+    mi = _abs_max_bits(xi, inf_bits)
+    if mi >= inf_bits:  # a NaN or an infinity
+        return t(np.nan)
+    m = max(np.array([mi], xi.dtype).view(x.dtype)[0], t(2.0**-126))
+    f, e = np.frexp(m)
+    if e >= 100:
+        return None
+    squares = np.empty_like(x)
+    _scaled_squares(x, t(2.0**-int(e)) * (t(1) / f), squares)
+    return m * np.sqrt(sum_halving(squares, 0))
+
+
+def long_buckets(x: np.ndarray, bucket: int) -> np.ndarray | None:
+    """Norms of a contiguous 1-D float32/float64 array whose buckets are longer than
+    ``ROW_MAX`` (None where one of them needs the composition)."""
+    B = bucket if 0 < bucket < x.size else x.size
+    out = np.empty(-(-x.size // B), x.dtype)
+    xi, inf_bits = bits_of(x)
+    for b in range(out.size):
+        lo, hi = b * B, min(x.size, (b + 1) * B)
+        norm = _long_bucket(x[lo:hi], xi[lo:hi], inf_bits)
+        if norm is None:
+            return None
+        out[b] = norm
+    return out
 
 
 def bits_of(x: np.ndarray):

@@ -48,8 +48,11 @@ class NumpyFused(Fused):
 
     def bucket_norm(self, x, bucket):
         x = vector(x, "bucket_norm")
-        if x.dtype not in KERNEL_FLOATS or not fused_norm.applies(x, int(bucket)):
+        if x.dtype not in KERNEL_FLOATS or not x.size:
             return Fused.bucket_norm(self, x, bucket)
+        if not fused_norm.applies(x, int(bucket)):
+            out = fused_norm.long_buckets(np.ascontiguousarray(x), int(bucket))
+            return Fused.bucket_norm(self, x, bucket) if out is None else out
         return fused_norm.bucket_norm(np.ascontiguousarray(x), int(bucket))
 
     def top_k_abs(self, x, k):

@@ -102,6 +102,30 @@ def test_bucket_norm_is_the_norm():
     assert fused_norm.applies(x, 512) and not fused_norm.applies(x, 0)  # one 1M-entry bucket: the composition
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n, bucket", [(70_000, 0), (66_010, 66_000), (200_003, 70_000)])
+@pytest.mark.parametrize("case", ["normal", "huge", "nan", "tiny", "beyond 2**99", "zeros"])
+def test_bucket_norm_long_buckets(n, bucket, case, dtype):
+    """Buckets longer than ROW_MAX (two threaded passes, or the composition past 2**99)
+    have the composition's bits: a short last bucket, overflowing squares, NaN, entries
+    whose scaled values are subnormal, a max that takes the composition, all zeros."""
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    if case == "huge":
+        x[5] = dtype.type(2.0**98)  # its square overflows either float
+    elif case == "nan":
+        x[-3] = np.nan
+    elif case == "tiny":
+        x *= dtype.type(1e-30)
+        x[9] = 1.0
+    elif case == "beyond 2**99":
+        x[11] = dtype.type(2.0**100)
+    elif case == "zeros":
+        x[:] = 0
+    assert not fused_norm.applies(x, bucket)
+    assert (fused_norm.long_buckets(x, bucket) is None) == (case == "beyond 2**99")
+    same_or_both_nan(NP.bucket_norm(x, bucket), Fused.bucket_norm(NP, x, bucket), "bucket_norm")
+
+
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16])
 def test_threaded_casts_match_one_thread(dtype):
     x = data(BIG, np.float32)
