@@ -2,6 +2,11 @@
 
     python benchmarks/bench_codec_cost.py [--backend numpy mindspore] [--sizes 1e5 1e6 2.5e7]
                                           [--fit-size 1e5 2.5e7] [--no-call] [--repeat 3] [--spec S ...]
+                                          [--save rows.json | --load rows.json]
+
+``--save`` keeps the measured rows (seconds, shape, spec, size per backend) and
+``--load`` refits and predicts them without measuring: a change of the model
+is compared on the same measurements.
 
 What is checked (issue 13, item 1): the simulator prices a compressor's codec
 from its own op program (``kfsim.sim.codec``: bytes per cost class over that
@@ -37,6 +42,7 @@ printed: on a shared machine timings (and so the errors) are not meaningful.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -153,6 +159,9 @@ def main(argv=None) -> None:
     ap.add_argument("--no-call", action="store_true", help="fit B without the per-call term")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--spec", nargs="+", default=None, help="specs (default: tests/specs.py)")
+    ap.add_argument("--save", type=Path, default=None, help="write the measured rows to this JSON file")
+    ap.add_argument("--load", type=Path, default=None,
+                    help="fit and predict the rows of a --save file instead of measuring (one backend)")
     a = ap.parse_args(argv)
     if not set(a.fit_size) <= set(a.sizes) or 1e6 not in a.sizes:
         ap.error(f"--fit-size {a.fit_size} must be among --sizes {a.sizes}, which must hold 1e6 (fit A)")
@@ -160,9 +169,16 @@ def main(argv=None) -> None:
     print(f"# load {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; fit A on 1e6 elements (per-op), fit B "
           f"on {', '.join(f'{x:g}' for x in a.fit_size)} (per-op{'' if a.no_call else ' + per-call'}); "
           f"target median <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}")
+    saved = {}
     for backend in a.backend:
         measured = []   # (seconds, shape, spec, size)
-        for size in a.sizes:
+        if a.load is not None:
+            try:
+                rows = json.loads(a.load.read_text())[backend]
+                measured = [(float(t), tuple(sh), str(sp), float(sz)) for t, sh, sp, sz in rows]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                sys.exit(f"bench_codec_cost: cannot load {backend} rows from {a.load}: {type(exc).__name__}: {exc}")
+        for size in a.sizes if a.load is None else ():
             shape = shape_of(size)
             for spec in specs:
                 try:
@@ -171,6 +187,9 @@ def main(argv=None) -> None:
                     print(f"{backend:>9} {spec:>48} {size:9.0e}  skipped: {type(exc).__name__}: {exc}"[:160])
                     continue
                 measured.append((t, shape, spec, size))
+        saved[backend] = measured
+        if a.save is not None:
+            a.save.write_text(json.dumps(saved))
         fits = {"A": ([1e6], False), "B": (a.fit_size, not a.no_call)}
         clusters = {}
         for name, (sizes, call) in fits.items():

@@ -25,6 +25,18 @@ single-worker encode and n-worker decode, and every equation is counted:
                       ``dequantize``, ``pack_signs``, ``unpack_signs``
   ==================  =================================================================
 
+* **scattered accesses** of ``gather``, ``scatter_add`` and ``clear_at``
+  whose indices are not known to ascend (``OpCost.scattered``: one line
+  transfer per index read, two per index updated; ``OpCost.table_bytes``:
+  the array they address). Indices ascend when they come from
+  ``top_k_abs``, ``nonzero`` or ``arange`` (through reshapes, casts,
+  slices, concatenation, sums, scaling by a non-negative scalar, and a
+  collective: :func:`ascending_vars`), so those accesses walk memory
+  forward and share lines; hashed, sampled and rank-ordered (``top_k``)
+  indices do not, nor does index arithmetic past those rules. On a device with a cache of C
+  bytes and lines of L bytes, a scattered access to a table of T bytes
+  misses with probability ``max(0, 1 - C / T)`` and moves a whole line:
+  :meth:`OpCost.missed_bytes` (priced in the op's own class);
 * the **number of ops** (kernels): each costs a launch/dispatch overhead;
 * **random words drawn inside a fused kernel** (``quantize_pack`` draws one
   threefry word per two entries, ``natural_pack`` one per entry, see
@@ -108,6 +120,14 @@ class OpCost(NamedTuple):
     flops: float = 0.0
     flop_dtype: str = ""
     rng_bytes: float = 0.0
+    scattered: float = 0.0     # line transfers of unordered accesses (per index: 1 read, 2 updated)
+    table_bytes: float = 0.0   # the array those accesses address
+
+    def missed_bytes(self, cache_bytes: float, line_bytes: float) -> float:
+        """Bytes of the lines the scattered accesses move past a cache of ``cache_bytes``."""
+        if not self.scattered or self.table_bytes <= cache_bytes:
+            return 0.0
+        return self.scattered * (1.0 - cache_bytes / self.table_bytes) * line_bytes
 
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
@@ -129,10 +149,12 @@ class OpCounts(NamedTuple):
     entries: tuple = ()
 
     @classmethod
-    def of(cls, eqns) -> "OpCounts":
+    def of(cls, eqns, ordered: frozenset = frozenset()) -> "OpCounts":
+        """The kernels of ``eqns``; ``ordered``: ids of index arrays known to ascend
+        (:func:`ascending_vars`), whose accesses are not scattered."""
         counts: dict = {}
         for e in eqns:
-            c = op_cost(e)
+            c = op_cost(e, ordered)
             if c is not None:
                 counts[c] = counts.get(c, 0.0) + 1.0
         return cls(tuple(counts.items()))
@@ -167,22 +189,26 @@ class OpCounts(NamedTuple):
     def flops(self) -> float:
         return sum(k * c.flops for c, k in self.entries)
 
-    def by_class(self) -> dict[str, ClassTotals]:
+    def by_class(self, cache_bytes: float | None = None, line_bytes: float = 64.0) -> dict[str, ClassTotals]:
         """Totals per cost class; a kernel's internal draws count as bytes
-        written in ``rng`` (no op: the kernel is counted in its own class)."""
+        written in ``rng`` (no op: the kernel is counted in its own class);
+        with ``cache_bytes``, the lines its scattered accesses miss count as
+        bytes read in its class (:meth:`OpCost.missed_bytes`)."""
         out: dict = {}
         for c, k in self.entries:
             t = out.get(c.cls, ClassTotals(0.0, 0.0, 0.0, 0.0))
-            out[c.cls] = ClassTotals(t.count + k, t.bytes_read + k * c.bytes_read,
+            missed = c.missed_bytes(cache_bytes, line_bytes) if cache_bytes is not None else 0.0
+            out[c.cls] = ClassTotals(t.count + k, t.bytes_read + k * (c.bytes_read + missed),
                                      t.bytes_written + k * c.bytes_written, t.flops + k * c.flops)
             if c.rng_bytes:
                 t = out.get("rng", ClassTotals(0.0, 0.0, 0.0, 0.0))
                 out["rng"] = t._replace(bytes_written=t.bytes_written + k * c.rng_bytes)
         return out
 
-    def class_bytes(self) -> dict[str, float]:
-        """Bytes per cost class (read + written, internal draws in ``rng``)."""
-        return {c: t.bytes_read + t.bytes_written for c, t in self.by_class().items()}
+    def class_bytes(self, cache_bytes: float | None = None, line_bytes: float = 64.0) -> dict[str, float]:
+        """Bytes per cost class (read + written, internal draws in ``rng``, missed lines
+        with ``cache_bytes``: :meth:`by_class`)."""
+        return {c: t.bytes_read + t.bytes_written for c, t in self.by_class(cache_bytes, line_bytes).items()}
 
     def ops(self) -> dict[str, float]:
         """Count per op name."""
@@ -201,8 +227,59 @@ def _distinct(vs):
     return out
 
 
-def op_cost(eqn) -> OpCost | None:
-    """The cost of one equation (None: free)."""
+# Ops whose output 0 is an index array in ascending order, and ops that keep an index array's
+# order (the first array argument's; concatenate/stack: every part's, each walked forward).
+ASCENDING = frozenset({"top_k_abs", "nonzero", "arange"})
+KEEPS_ORDER = frozenset({"reshape", "astype", "getitem", "bitcast", "concatenate", "stack"})
+SCALED = frozenset({"mul", "floordiv", "rshift", "lshift"})   # by a non-negative scalar: order kept
+SCATTERED = {"gather": 1.0, "scatter_add": 2.0, "clear_at": 2.0}   # line transfers per index
+INDEX_ARG = {"gather": 1, "scatter_add": 0, "clear_at": 1}   # the index array among the traced args
+
+
+def _scalar(a, nonnegative: bool = False) -> bool:
+    """A Python number or a one-entry array (a known value, >= 0 if asked, for a constant)."""
+    if isinstance(a, Var):
+        if a.size > 1:
+            return False
+        return not nonnegative or (a.const is not None and bool(np.all(np.asarray(a.const) >= 0)))
+    return isinstance(a, (int, float, np.number)) and (not nonnegative or a >= 0)
+
+
+def ascending_vars(eqns, links=()) -> frozenset:
+    """Ids of the index arrays of ``eqns`` known not to decrease: outputs of ``top_k_abs``,
+    ``nonzero``, ``arange``; reshapes, casts, slices, concatenations of them (each part walked
+    forward); sums of them and a scalar; their products, quotients and shifts by a non-negative
+    scalar; and what a collective delivers of them (``links``: id sent, id received). Any other
+    index arithmetic counts as scattered (the model's conservative side)."""
+    received = {r: s for s, r in links}
+    up: set = set()
+
+    def ordered(v) -> bool:
+        return isinstance(v, Var) and (v.id in up or received.get(v.id) in up)
+
+    for e in eqns:
+        vs = list(vars_of(e.args))
+        if e.op in ASCENDING:
+            keep = True
+        elif e.op in ("concatenate", "stack"):
+            keep = bool(vs) and all(ordered(v) for v in vs)
+        elif e.op in KEEPS_ORDER:
+            keep = bool(vs) and ordered(vs[0])
+        elif e.op == "add":
+            keep = any(ordered(a) for a in e.args) and all(ordered(a) or _scalar(a) for a in e.args)
+        elif e.op == "sub":
+            keep = len(e.args) == 2 and ordered(e.args[0]) and _scalar(e.args[1])
+        elif e.op in SCALED:
+            keep = len(e.args) == 2 and ordered(e.args[0]) and _scalar(e.args[1], nonnegative=True)
+        else:
+            keep = False
+        if keep:
+            up.add(e.outs[0].id)
+    return frozenset(up | {r for r, s in received.items() if s in up})
+
+
+def op_cost(eqn, ordered: frozenset = frozenset()) -> OpCost | None:
+    """The cost of one equation (None: free); ``ordered``: :func:`ascending_vars`."""
     cls = OP_CLASS.get(eqn.op)
     if cls is None:
         raise ValueError(f"op {eqn.op!r} has no cost class (compressors.cost.OP_CLASS)")
@@ -222,7 +299,12 @@ def op_cost(eqn) -> OpCost | None:
         flops, fdt = _matmul_flops(eqn)
     per = DRAWS_PER_WORD.get(eqn.op)
     drawn = 4.0 * -(-eqn.args[0].size // per) if per else 0.0
-    return OpCost(eqn.op, cls, read, written, flops, fdt, drawn)
+    scattered = table = 0.0
+    idx = eqn.args[INDEX_ARG[eqn.op]] if eqn.op in SCATTERED else None
+    if isinstance(idx, Var) and idx.id not in ordered:
+        scattered = SCATTERED[eqn.op] * idx.size
+        table = float(eqn.outs[0].nbytes if eqn.op == "scatter_add" else eqn.args[0].nbytes)
+    return OpCost(eqn.op, cls, read, written, flops, fdt, drawn, scattered, table)
 
 
 def _matmul_flops(eqn) -> tuple[float, str]:
@@ -258,9 +340,11 @@ def trace_cost(comp, shape, dtype, reference_ops) -> CodecCost:
     a, b = TRACE_N
     pa = trace_codec(comp, shape, dtype, reference_ops, n=a)
     pb = trace_codec(comp, shape, dtype, reference_ops, n=b)
-    da, db = OpCounts.of(pa.decode), OpCounts.of(pb.decode)
+    ua = ascending_vars(pa.encode + pa.decode, pa.links)
+    ub = ascending_vars(pb.encode + pb.decode, pb.links)
+    da, db = OpCounts.of(pa.decode, ua), OpCounts.of(pb.decode, ub)
     per = db.plus(da, -1.0).times(1.0 / (b - a))
-    return CodecCost(OpCounts.of(pa.encode), da.plus(per, -float(a)), per)
+    return CodecCost(OpCounts.of(pa.encode, ua), da.plus(per, -float(a)), per)
 
 
 _CACHE: dict = {}

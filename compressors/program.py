@@ -201,6 +201,7 @@ class CodecProgram(NamedTuple):
     decode: tuple
     received: tuple
     program: Program
+    links: tuple = ()    # (id sent, id received) per array a collective delivered
 
 
 class TracingCommunicator:
@@ -214,6 +215,7 @@ class TracingCommunicator:
         self.prog, self.n = prog, int(n)
         self.sent: list = []
         self.received: list[Received] = []
+        self.links: list[tuple[int, int]] = []
         self.boundary = 0
 
     def _deliver(self, law: str, arrays: list, lead: tuple) -> list:
@@ -227,6 +229,8 @@ class TracingCommunicator:
                 arr = np.asarray(a)
                 shape, dtype = arr.shape, arr.dtype
             out.append(self.prog.input(lead + tuple(shape), dtype))
+            if isinstance(a, Var):
+                self.links.append((a.id, out[-1].id))
         self.received.append(Received(law, tuple(o.shape for o in out), tuple(o.dtype.name for o in out)))
         self.boundary = len(self.prog.eqns)
         return out
@@ -292,4 +296,4 @@ def trace_codec(comp, shape, dtype, reference, n: int = 2, *, record_fused: bool
     live = live_eqns(prog.eqns, outputs)
     enc = tuple(prog.eqns[i] for i in live if i < comm.boundary)
     dec = tuple(prog.eqns[i] for i in live if i >= comm.boundary)
-    return CodecProgram(who, int(n), enc, dec, tuple(comm.received), prog)
+    return CodecProgram(who, int(n), enc, dec, tuple(comm.received), prog, tuple(comm.links))

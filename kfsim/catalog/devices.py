@@ -28,6 +28,13 @@ these numbers):
   quote; an eager framework adds its own dispatch on top (NVIDIA's Nsight
   Systems guide shows ≈ 20 µs per PyTorch element-wise op on a V100), so 5 µs
   is the floor of what a compressor pays per op, not the eager worst case.
+* ``cache_bytes``, ``line_bytes``: the last-level cache a gather/scatter
+  with unordered indices hits in, and what each of its misses moves (a
+  cache line on CPUs, 64 B; a 32-byte sector on NVIDIA GPUs). A scattered
+  access into an array of T bytes misses with probability max(0, 1 − C/T)
+  (``compressors.cost``). GPUs: the L2 of the datasheet/whitepaper (V100 6 MB,
+  A100 40 MB, H100/H200 SXM 50 MB, P100 4 MB, GA102 6 MB); Ascend 910B: not
+  known here, 0 (every scattered access misses; set it in a config).
 * ``codec_factors``: per cost class (``compressors.cost.CLASSES``), the
   time multiplier over a streaming pass of the same bytes (see
   :data:`DEFAULT_FACTORS`); entries given here replace the defaults.
@@ -37,6 +44,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 STREAM_FRACTION = 0.85
+MIB = 1 << 20
 GPU_LAUNCH_S = 5e-6
 
 # Time multiplier per cost class, over a streaming pass of the op's bytes at stream_bw
@@ -76,6 +84,8 @@ class Accelerator(NamedTuple):
     codec_factors: tuple = ()           # ((cost class, time multiplier), ...) replacing DEFAULT_FACTORS
     codec_source: str = ""              # where stream_bw / launch_s / factors come from
     tf32_flops: float | None = None     # TF32 tensor-core matmul peak (None: fp32's)
+    cache_bytes: float = 0.0            # last-level cache scattered accesses hit in (0: none)
+    line_bytes: float = 64.0            # bytes a missed scattered access moves
 
     @property
     def achievable_bw(self) -> float:
@@ -119,33 +129,40 @@ _CPU_FACTORS = (("select", 4.0), ("gather/scatter", 2.0), ("rng", 4.0), ("pack",
 BUILTIN: dict[str, Accelerator] = {
     "v100": Accelerator("v100", 125e12, 900e9, 0.4, 15.7e12, "NVIDIA V100 SXM2 datasheet",
                         fp16_flops=125e12, bf16_flops=15.7e12,   # no bf16 tensor cores: fp32 rate
-                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=6 * MIB, line_bytes=32),
     "a100": Accelerator("a100", 312e12, 2039e9, 0.4, 19.5e12, "NVIDIA A100 SXM 80GB datasheet",
                         fp16_flops=312e12, bf16_flops=312e12, tf32_flops=156e12,
-                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=40 * MIB, line_bytes=32),
     "h100": Accelerator("h100", 989e12, 3350e9, 0.4, 66.9e12, "NVIDIA H100 SXM5 datasheet",
                         fp16_flops=989e12, bf16_flops=989e12, tf32_flops=494.7e12,
-                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=50 * MIB, line_bytes=32),
     "h200": Accelerator("h200", 989e12, 4800e9, 0.4, 66.9e12, "NVIDIA H200 SXM datasheet",
                         fp16_flops=989e12, bf16_flops=989e12, tf32_flops=494.7e12,
-                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=50 * MIB, line_bytes=32),
     # Pascal (the Horovod 2018 benchmarks, kfsim validate --published): no tensor cores; fp16 runs at
     # 2 × fp32 on the SIMT units. NVIDIA Tesla P100 PCIe 16 GB datasheet: 9.3 TFLOP/s fp32,
     # 18.7 fp16, 732 GB/s HBM2 (the SXM2 part: 10.6 / 21.2).
     "p100": Accelerator("p100", 18.7e12, 732e9, 0.4, 9.3e12, "NVIDIA Tesla P100 PCIe 16 GB datasheet",
                         fp16_flops=18.7e12, bf16_flops=9.3e12,   # no bf16: fp32 rate
-                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                        codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=4 * MIB, line_bytes=32),
     "rtx3090": Accelerator("rtx3090", 71e12, 936e9, 0.4, 35.6e12,
                            "NVIDIA GA102 (RTX 3090) whitepaper: 71 TFLOP/s FP16 tensor with FP32 accumulate",
                            fp16_flops=71e12, bf16_flops=71e12, tf32_flops=35.6e12,
-                           codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)"),
+                           codec_source="0.85 × datasheet bandwidth; 5 µs launch (Volkov & Demmel 2008)",
+                        cache_bytes=6 * MIB, line_bytes=32),
     "ascend910b": Accelerator("ascend910b", 320e12, 1.6e12, 0.4, None,
                               "Huawei Ascend 910B: ≈320 TFLOP/s FP16 (sources disagree, 280–376); memory BW unverified",
                               codec_source="0.85 × (unverified) bandwidth; 5 µs launch assumed as for GPUs"),
     "cpu": Accelerator("cpu", 100e9, 20e9, 1.0, 100e9,
                        "generic CPU placeholder: give your own FLOP/s and memory bandwidth",
                        stream_bw=20e9, launch_s=2e-6, codec_factors=_CPU_FACTORS,
-                       codec_source="placeholder: an eager NumPy op costs ≈ 1–3 µs of dispatch"),
+                       codec_source="placeholder: an eager NumPy op costs ≈ 1–3 µs of dispatch",
+                       cache_bytes=32 * MIB, line_bytes=64),
     # This development machine (2 vCPUs of an AMD EPYC 7003 "Milan" under KVM, AVX2 + FMA).
     # An estimate, not a measurement: fp32 peak 2 cores × 2 FMA pipes × 8 lanes × 2 FLOP × 2.45 GHz
     # ≈ 157 GFLOP/s; a 2-core slice streams ≈ 15–25 GB/s of its socket's DDR4 (20 GB/s taken);
@@ -155,7 +172,8 @@ BUILTIN: dict[str, Accelerator] = {
                             "estimate: 2 vCPU AMD EPYC 7003 (Milan), AVX2 FMA at 2.45 GHz",
                             stream_bw=20e9, fp16_flops=157e9, bf16_flops=157e9, launch_s=2e-6,
                             codec_factors=_CPU_FACTORS,
-                            codec_source="estimate (kfsim calibrate replaces it with measured constants)"),
+                            codec_source="estimate (kfsim calibrate replaces it with measured constants)",
+                            cache_bytes=32 * MIB, line_bytes=64),   # lscpu: L3 32 MiB
 }
 
 ALIASES = {"rtx-3090": "rtx3090", "3090": "rtx3090", "910b": "ascend910b", "ascend-910b": "ascend910b",

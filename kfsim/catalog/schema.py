@@ -15,7 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
                       model_validator)
 
 from kfsim.catalog.cluster import CODEC_CLASSES, Codec
-from kfsim.catalog.devices import DEFAULT_FACTORS, GPU_LAUNCH_S, Accelerator
+from kfsim.catalog.devices import DEFAULT_FACTORS, GPU_LAUNCH_S, MIB, Accelerator
 from kfsim.catalog import families, kinds, measured
 from kfsim.catalog.links import Link
 from kfsim.catalog.models import ModelProfile
@@ -40,6 +40,8 @@ class DeviceCfg(_Strict):
     launch_us: float = Field(GPU_LAUNCH_S * 1e6, ge=0, description="per-op launch/dispatch overhead, µs")
     codec_factors: dict[str, float] = Field(default_factory=dict)
     codec_source: str = ""
+    cache_mib: float = Field(0.0, ge=0, description="last-level cache of scattered gathers/scatters, MiB")
+    line_bytes: float = Field(64.0, gt=0, description="bytes a missed scattered access moves")
 
     @field_validator("codec_factors")
     @classmethod
@@ -58,7 +60,7 @@ class DeviceCfg(_Strict):
                            None if self.stream_bw_gbs is None else self.stream_bw_gbs * 1e9,
                            t(self.fp16_tflops), t(self.bf16_tflops), self.launch_us / 1e6,
                            tuple(sorted((k.replace("_", "/"), float(f)) for k, f in self.codec_factors.items())),
-                           self.codec_source, t(self.tf32_tflops))
+                           self.codec_source, t(self.tf32_tflops), self.cache_mib * MIB, self.line_bytes)
 
 
 class LinkCfg(_Strict):

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from kfsim.catalog.cluster import CODEC_CLASSES, Cluster, Codec
-from kfsim.catalog.devices import Accelerator
+from kfsim.catalog.devices import MIB, Accelerator
 from kfsim.catalog.links import Link
 from kfsim.catalog.overheads import overheads_dict
 
@@ -85,6 +85,8 @@ def _device_dict(d: Accelerator) -> dict:
         out["codec_factors"] = {c.replace("/", "_"): f for c, f in d.codec_factors}
     if d.codec_source:
         out["codec_source"] = d.codec_source
+    out["cache_mib"] = d.cache_bytes / MIB
+    out["line_bytes"] = d.line_bytes
     return out
 
 

@@ -6,8 +6,9 @@ encode and of its decode of n payloads, each kernel with its bytes read and
 written, its FLOPs (matrix products) and its cost class; this module prices
 those kernels on the cluster's device:
 
-    t(op) = max( bytes(op) / bw(class),  flops(op) · f(class) / peak(dtype) )
+    t(op) = max( (bytes(op) + missed(op)) / bw(class),  flops(op) · f(class) / peak(dtype) )
             + drawn(op) / bw(rng) + t_launch
+    missed(op) = scattered(op) · max(0, 1 − C / table(op)) · L    (C, L: the device's cache and line bytes)
     bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
@@ -18,6 +19,11 @@ those kernels on the cluster's device:
 
 where ``drawn(op)`` is the bytes of the random words a fused kernel draws
 inside its pass (``OpCost.rng_bytes``: quantize_pack, natural_pack),
+``scattered(op)`` the line transfers of a gather/scatter whose indices are
+not known to ascend (hashed, sampled or rank-ordered: one per index read,
+two per index updated) into an array of ``table(op)`` bytes, each a whole
+line once the array outgrows the cache (``compressors.cost``,
+``OpCost.missed_bytes``),
 ``stream_bw`` is the achievable streaming bandwidth, ``f(class)`` the
 class's time multiplier (select ≈ 10 passes of radix select, gather/scatter
 ≈ 4 for scattered sectors, ...; documented defaults in
@@ -57,6 +63,8 @@ class Rates(NamedTuple):
     flops: tuple         # ((dtype name, FLOP/s), ...) for the matmul term
     overhead: float      # seconds per op
     call: float = 0.0    # seconds per coded tensor and exchange (the codec's entry)
+    cache: float = 0.0   # bytes of the last-level cache scattered accesses hit in
+    line: float = 64.0   # bytes a missed access moves
 
     def peak(self, dtype: str) -> float:
         for d, f in self.flops:
@@ -85,16 +93,17 @@ def rates(cluster) -> Rates:
         flops = tuple((d, float(dev.matmul_flops(d))) for d in ("float32", "float16", "bfloat16", "float64"))
         overhead = over.op_overhead if over.op_overhead is not None else dev.launch_s
         call = over.call_overhead if over.call_overhead is not None else 0.0
-        found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead), float(call))
+        found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead), float(call),
+                                    float(dev.cache_bytes), float(dev.line_bytes))
     return found
 
 
 def seconds(counts: OpCounts, r: Rates) -> float:
-    """Σ_ops count · (max(bytes / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
+    """Σ_ops count · (max((bytes + missed) / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
     total = 0.0
     for op, k in counts.entries:
         i = _CLASS_INDEX[op.cls]
-        t = (op.bytes_read + op.bytes_written) / r.bw[i]
+        t = (op.bytes_read + op.bytes_written + op.missed_bytes(r.cache, r.line)) / r.bw[i]
         if op.flops:
             t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
         if op.rng_bytes:

@@ -188,6 +188,8 @@ def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], fl
     from compressors.cost import CLASSES, codec_cost
     from kfsim.sim.codec import reference_ops
     from kfsim.sim.exchange_cost import tensor_plan
+    from kfsim import catalog
+    cpu = catalog.get_device("cpu")   # the device whose cache the scattered accesses are priced against
     comp = compressors.parse(spec)
     shapes = [tuple(int(d) for d in s) for s in shapes]
     plan = tensor_plan(comp, shapes)
@@ -198,7 +200,7 @@ def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], fl
             continue
         cc = codec_cost(comp, s, "float32", reference_ops())
         for counts in (cc.encode, cc.decode_at(n)):
-            for cls, b in counts.class_bytes().items():
+            for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes).items():
                 by_class[cls] += b
             ops += counts.n_ops
     return tuple(by_class[c] for c in CLASSES), ops

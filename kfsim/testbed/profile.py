@@ -42,12 +42,14 @@ def profile_path(name: str, rate_mbit: float, directory: str | Path = DEFAULT_DI
 
 def testbed_device(name: str = "testbed-cpu", mem_bw_gbs: float = 5.0, cpu_tflops: float = 0.05) -> dict:
     """The ``[cluster.device]`` table of a testbed profile: the host CPU, with the catalog CPU's
-    codec class factors (``kfsim.catalog.devices``, device ``cpu``) and its dispatch overhead."""
+    codec class factors (``kfsim.catalog.devices``, device ``cpu``), its dispatch overhead and
+    its cache (what ``kfsim calibrate``'s fit priced scattered accesses against)."""
     from kfsim import catalog
     cpu = catalog.get_device("cpu")
     return {"name": name, "peak_tflops": cpu_tflops, "mem_bw_gbs": mem_bw_gbs, "mfu": 1.0,
             "stream_bw_gbs": mem_bw_gbs, "launch_us": cpu.launch_s * 1e6,
-            "codec_factors": {c.replace("/", "_"): f for c, f in cpu.codec_factors}}
+            "codec_factors": {c.replace("/", "_"): f for c, f in cpu.codec_factors},
+            "cache_mib": cpu.cache_bytes / 2**20, "line_bytes": cpu.line_bytes}
 
 
 def profile_dict(name: str, rate_mbit: float, fit: CollectiveFit, workers: int, *,

@@ -100,7 +100,7 @@ def quant_args(x, bucket, bits):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("bits", [1, 2, 3, 4, 5, 8, 11, 16])
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 5, 6, 7, 8, 11, 16])
 def test_quantize_pack_and_dequantize(n, dtype, bits):
     bucket = 512 if n > 600 else 7
     x = data(n, dtype)
