@@ -27,7 +27,7 @@ from backends.numpy.sums import sum_halving
 ROW_MAX = 1 << 16  # longest bucket the kernel takes (its row buffer stays in L2)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _row_norm(x, xi, lo, hi, P, buf, inf_bits, key, kf):
     """The norm of x[lo:hi] (hi > lo) zero-padded to P = next_pow2(B) entries;
     xi: x's bits as signed integers, inf_bits: those of +inf; key/kf: one
