@@ -13,7 +13,7 @@ single-worker encode and n-worker decode, and every equation is counted:
 * a **cost class**, which a device profile turns into a throughput:
 
   ==================  =================================================================
-  ``elementwise``     arithmetic, comparisons, casts, where, fills, copies (pad,
+  ``elementwise``     arithmetic, comparisons, where, fills, copies (pad,
                       concatenate, stack, transpose), ``add``
   ``reduction``       ``sum``, ``max``, ``bucket_min_max``, ``sum_abs``,
                       ``bucket_norm``, ``sign_split_sums``, ``sign_split_pack``
@@ -23,6 +23,7 @@ single-worker encode and n-worker decode, and every equation is counted:
   ``rng``             ``random_bits``, ``uniform``, ``fold_in`` (threefry)
   ``pack``            ``pack_bits``, ``unpack_bits``, ``quantize_pack``,
                       ``dequantize``, ``pack_signs``, ``unpack_signs``
+  ``convert``         ``astype`` (a dtype conversion: fp16/bf16 casts, int <-> float)
   ==================  =================================================================
 
 * **scattered accesses** of ``gather``, ``scatter_add`` and ``clear_at``
@@ -87,14 +88,15 @@ from compressors.fused import FUSED_NAMES
 from compressors.ops import OP_NAMES
 from compressors.program import BINARY, UNARY, Var, trace_codec, vars_of
 
-CLASSES = ("elementwise", "reduction", "matmul", "select", "gather/scatter", "rng", "pack")
+CLASSES = ("elementwise", "reduction", "matmul", "select", "gather/scatter", "rng", "pack", "convert")
 FREE = "free"
 
 OP_CLASS: dict[str, str] = {
     **{op: "elementwise" for op in BINARY}, **{op: "elementwise" for op in UNARY},
     **{op: "elementwise" for op in ("abs", "sign", "sqrt", "floor", "maximum", "minimum", "where",
-                                    "isfinite", "frexp", "ldexp", "astype", "concatenate", "stack", "pad",
+                                    "isfinite", "frexp", "ldexp", "concatenate", "stack", "pad",
                                     "transpose", "zeros", "full", "arange")},
+    "astype": "convert",
     "reshape": FREE, "bitcast": FREE, "getitem": FREE, "asarray": FREE,
     "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
     "bucket_norm": "reduction", "sign_split_sums": "reduction", "sign_split_pack": "reduction",

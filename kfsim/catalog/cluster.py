@@ -48,6 +48,7 @@ class Codec(NamedTuple):
     gather_scatter: float | None = None
     rng: float | None = None
     pack: float | None = None
+    convert: float | None = None
     op_overhead: float | None = None
     source: str = ""
     call_overhead: float | None = None
@@ -58,7 +59,7 @@ class Codec(NamedTuple):
 
     @property
     def empty(self) -> bool:
-        return all(v is None for v in self[:8]) and self.call_overhead is None
+        return all(v is None for v in self[:len(CODEC_CLASSES) + 1]) and self.call_overhead is None
 
     def __call__(self, family: str):  # the old ``cluster.codec(family)`` look-up
         raise TypeError(f"per-compressor codec throughputs (cluster.codec({family!r})) were removed: "
@@ -66,7 +67,7 @@ class Codec(NamedTuple):
                         "cluster.codec holds per-op-class constants (cluster.codec.select, ...)")
 
 
-CODEC_CLASSES = ("elementwise", "reduction", "matmul", "select", "gather_scatter", "rng", "pack")
+CODEC_CLASSES = ("elementwise", "reduction", "matmul", "select", "gather_scatter", "rng", "pack", "convert")
 
 
 class Cluster(NamedTuple):

@@ -67,6 +67,8 @@ DEFAULT_FACTORS: dict[str, float] = {
     "rng": 2.0,
     # bit (un)packing: shifts and ors at ≈ 1.5 passes (strided sub-word access)
     "pack": 1.5,
+    # dtype conversions (fp16/bf16 casts, int <-> float) stream like arithmetic
+    "convert": 1.0,
 }
 
 

@@ -224,6 +224,7 @@ class CodecCfg(_Strict):
     gather_scatter_gbs: float | None = Field(None, gt=0)
     rng_gbs: float | None = Field(None, gt=0)
     pack_gbs: float | None = Field(None, gt=0)
+    convert_gbs: float | None = Field(None, gt=0)
     op_overhead_us: float | None = Field(None, ge=0)
     call_overhead_us: float | None = Field(None, ge=0, description="per coded tensor and exchange, µs")
     source: str = ""

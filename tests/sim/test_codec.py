@@ -41,7 +41,7 @@ def test_fp16_encode_reads_4n_writes_2n():
     c = counts("fp16")
     assert c.encode.ops() == {"astype": 1.0}
     assert (c.encode.bytes_read, c.encode.bytes_written) == (4 * N, 2 * N)
-    assert c.encode.by_class() == {"elementwise": cost.ClassTotals(1.0, 4 * N, 2 * N, 0.0)}
+    assert c.encode.by_class() == {"convert": cost.ClassTotals(1.0, 4 * N, 2 * N, 0.0)}   # a cast is a conversion
     # decode: cast back (2N -> 4N) and the 1/n scaling (4N -> 4N)
     assert (c.decode.bytes_read, c.decode.bytes_written, c.decode.n_ops) == (6 * N, 8 * N, 2)
     assert c.decode_per_worker.n_ops == 0
@@ -251,3 +251,15 @@ def test_one_bucket_codec_is_the_sum_of_tensors():
     assert bc.enc.sum() + bc.dec.sum() == pytest.approx(expect)
     with pytest.raises(ValueError, match="priced"):
         bucket_cost(tensor_plan(comp, shapes), np.zeros(3, dtype=np.int64), p, "ring", algorithms.net_params(SEED))
+
+
+def test_casts_are_priced_in_the_convert_class():
+    """astype is its own class (a backend's casts may run on other kernels than its arithmetic:
+    NumPy's are threaded, its ufuncs are not); a measured convert rate prices fp16's cast only."""
+    comp = compressors.parse("fp16()")
+    fast, slow = (SEED._replace(codec=catalog.Codec(convert=bw)) for bw in (1e15, 1e9))
+    gap = simcodec.codec_cost(comp, (N,), slow).enc - simcodec.codec_cost(comp, (N,), fast).enc
+    assert gap == pytest.approx(6 * N * (1 / 1e9 - 1 / 1e15))
+    assert cost.OP_CLASS["astype"] == "convert" and "convert" in cost.CLASSES
+    from kfsim.catalog.schema import CodecCfg
+    assert CodecCfg(convert_gbs=2.0).build().convert == 2e9
