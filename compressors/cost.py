@@ -265,6 +265,9 @@ def ascending_vars(eqns, links=()) -> frozenset:
             keep = True
         elif e.op in ("concatenate", "stack"):
             keep = bool(vs) and all(ordered(v) for v in vs)
+        elif e.op == "getitem":   # a slice walks forward unless its step is negative
+            steps = [i.step for i in e.attrs.get("index", ()) if isinstance(i, slice)]
+            keep = bool(vs) and ordered(vs[0]) and all(st is None or st > 0 for st in steps)
         elif e.op in KEEPS_ORDER:
             keep = bool(vs) and ordered(vs[0])
         elif e.op == "add":

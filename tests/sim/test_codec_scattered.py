@@ -62,11 +62,11 @@ def test_provenance_rules():
     negated = up * -1
     wrapped = up % 7
     gathers = [ops.gather(x, i) for i in (up, ranked, shifted, both, mixed, summed, up + up, halved, negated,
-                                          wrapped, up - ranked)]
+                                          wrapped, up - ranked, up[2:8], up[::-1])]
     ordered = cost.ascending_vars(prog.eqns)
     got = [cost.op_cost(e, ordered).scattered for e in prog.eqns if e.op == "gather"]
     assert len(got) == len(gathers)
-    assert got == [0.0, 10.0, 0.0, 0.0, 20.0, 10.0, 0.0, 0.0, 10.0, 10.0, 10.0]
+    assert got == [0.0, 10.0, 0.0, 0.0, 20.0, 10.0, 0.0, 0.0, 10.0, 10.0, 10.0, 0.0, 10.0]
 
 
 def test_missed_lines_are_priced_past_the_cache():
