@@ -18,8 +18,9 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    round's encode, then decode) on a near-square float32 matrix of each size,
    the best of ``--repeat`` round trips after two warm-up calls, over
    ``--passes`` passes through all rows (a row's best of every pass: two
-   runs of the same build once differed by up to 4.5x on a few 1e6 rows
-   measured back to back, a burst of load; the median row moved 3 %) (a
+   runs minutes apart once differed by up to 4.5x on a few 1e6 rows
+   measured back to back, ``ef(quantize(bits=4))`` among them, whose kernels
+   had not changed between the runs: a burst of load; the median row moved 3 %) (a
    scheduled spec, warm-up or DGC, in its phase at step ``STEADY_STEP``) (NumPy: the
    Compressor API on the NumPy/Numba binding; MindSpore: the lowered
    loopback exchange, compiled, compile time excluded);
