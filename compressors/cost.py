@@ -102,7 +102,6 @@ OP_CLASS: dict[str, str] = {
     "bucket_norm": "reduction", "sign_split_sums": "reduction", "sign_split_pack": "reduction",
     "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
-    "hash32": "elementwise",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
     "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",

@@ -207,23 +207,6 @@ class Fused:
         operators run on one core runs these on all of them). Same bits."""
         return a + b
 
-    def hash32(self, x: Array, seed: Array) -> Array:
-        """MurmurHash3's 32-bit finalizer of ``x ^ seed`` (uint32 in, uint32
-        out; seed a uint32 array that broadcasts against x)::
-
-            h = x ^ seed;  h ^= h >> 16;  h *= 0x85EBCA6B;  h ^= h >> 13
-            h *= 0xC2B2AE35;  h ^= h >> 16          (products modulo 2**32)
-
-        Eleven elementwise ops: one pass for a kernel (count sketch hashes
-        every index twice per row)."""
-        u32 = np.uint32
-        h = x ^ seed
-        h = h ^ (h >> self.asarray(u32(16)))
-        h = h * self.asarray(u32(0x85EBCA6B))
-        h = h ^ (h >> self.asarray(u32(13)))
-        h = h * self.asarray(u32(0xC2B2AE35))
-        return h ^ (h >> self.asarray(u32(16)))
-
     def matmul_nt(self, a: Array, b: Array) -> Array:
         """``matmul(a, transpose(b))`` for a (n, r) and b (m, r): the (n, m)
         product of two thin factors (a low-rank payload decoded). Like

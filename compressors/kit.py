@@ -34,6 +34,7 @@ import numpy as np
 from compressors.core import upcast
 from compressors.ops import Array, Ops
 
+_M1, _M2 = 0x85EBCA6B, 0xC2B2AE35  # MurmurHash3 fmix32 multipliers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,7 +103,16 @@ def median_of(ops: Ops, xs: Sequence[Array]) -> Array:
 
 def hash32(ops: Ops, x: Array, seed: Array) -> Array:
     """MurmurHash3's 32-bit finalizer of ``x ^ seed`` (uint32 in, uint32 out;
-    seed a uint32 array that broadcasts against x): the fused op
-    :meth:`compressors.fused.Fused.hash32`, which defines it."""
-    return ops.hash32(x, seed)
+    seed a uint32 array that broadcasts against x)::
+
+        h = x ^ seed;  h ^= h >> 16;  h *= 0x85EBCA6B;  h ^= h >> 13
+        h *= 0xC2B2AE35;  h ^= h >> 16          (products modulo 2**32)
+    """
+    u32 = np.uint32
+    h = x ^ seed
+    h = h ^ (h >> ops.asarray(u32(16)))
+    h = h * ops.asarray(u32(_M1))
+    h = h ^ (h >> ops.asarray(u32(13)))
+    h = h * ops.asarray(u32(_M2))
+    return h ^ (h >> ops.asarray(u32(16)))
 

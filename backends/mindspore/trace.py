@@ -28,9 +28,8 @@ from compressors.fused import FUSED_NAMES
 from compressors.ops import OP_NAMES
 
 # fused ops recorded whole (the table has a rule for each, ``rules_fused``): all but the
-# sum and the two products, which are one MindSpore op or a matmul and a subtraction anyway,
-# and hash32, whose eleven uint32 ops the graph runs as they are
-LOWERED_FUSED = frozenset(FUSED_NAMES) - {"add", "matmul_nt", "sub_matmul_nt", "hash32"}
+# sum and the two products, which are one MindSpore op or a matmul and a subtraction anyway
+LOWERED_FUSED = frozenset(FUSED_NAMES) - {"add", "matmul_nt", "sub_matmul_nt"}
 
 
 def _jax_reference():

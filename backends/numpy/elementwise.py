@@ -1,5 +1,5 @@
-"""Elementwise Numba kernels of the NumPy binding: ``sign``, the
-branch-free select behind ``where`` and ``Fused.hash32`` (all vectorized by LLVM).
+"""Elementwise Numba kernels of the NumPy binding: ``sign`` and the
+branch-free select behind ``where`` (both vectorized by LLVM).
 """
 from __future__ import annotations
 
@@ -59,27 +59,4 @@ def select(cond, a, b, out):
         _select_parallel(c8, a, b, out)
     else:
         _select_range(c8, a, b, out)
-    return out
-
-
-@numba.njit(cache=True, parallel=True)
-def _hash32_parallel(x, seed, out):
-    chunk = 1 << 16
-    m1, m2 = np.uint32(0x85EBCA6B), np.uint32(0xC2B2AE35)
-    s16, s13 = np.uint32(16), np.uint32(13)
-    for j in numba.prange((x.size + chunk - 1) // chunk):
-        for i in range(j * chunk, min(x.size, (j + 1) * chunk)):
-            h = x[i] ^ seed
-            h = h ^ (h >> s16)
-            h = np.uint32(h * m1)
-            h = h ^ (h >> s13)
-            h = np.uint32(h * m2)
-            out[i] = h ^ (h >> s16)
-
-
-def hash32(x, seed) -> np.ndarray:
-    """``Fused.hash32`` of a contiguous uint32 array and one uint32 seed, in one threaded pass
-    (the products wrap modulo 2**32 as the composition's do)."""
-    out = np.empty(x.shape, np.uint32)
-    _hash32_parallel(x.reshape(-1), np.uint32(seed), out.reshape(-1))
     return out

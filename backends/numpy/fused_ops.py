@@ -9,15 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits
-from backends.numpy import elementwise, fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, \
+from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, \
     fused_topk, threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
 from backends.numpy.sums import SUM_ROW, kernel_sum, split_sums
 from compressors.fused import Fused
-
-
-HASH_KERNEL_MIN = 1 << 14  # below this the composition's eleven NumPy passes are as fast
 
 
 class NumpyFused(Fused):
@@ -135,13 +132,6 @@ class NumpyFused(Fused):
         if a.dtype not in KERNEL_FLOATS or a.size < ROWS_PARALLEL_MIN:
             return Fused.add(self, a, b)
         return fused_add.add(np.ascontiguousarray(a), np.ascontiguousarray(b))
-
-    def hash32(self, x, seed):
-        x, seed = as_array(x), as_array(seed)
-        if x.dtype != np.uint32 or seed.dtype != np.uint32 or seed.size != 1 or seed.ndim > x.ndim \
-                or x.size < HASH_KERNEL_MIN:
-            return Fused.hash32(self, x, seed)
-        return elementwise.hash32(np.ascontiguousarray(x), seed.reshape(-1)[0])
 
     def matmul_nt(self, a, b):
         a, b = as_array(a), as_array(b)

@@ -61,7 +61,7 @@ def on_jax(fn, *args, dtype):
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
                                 "bucket_norm", "sign_split_sums", "sign_split_pack", "pack_signs", "unpack_signs", "natural_pack",
-                                "natural_unpack", "add", "matmul_nt", "sub_matmul_nt", "hash32"}
+                                "natural_unpack", "add", "matmul_nt", "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -331,28 +331,3 @@ def test_thin_matmul_kernels(n, m, r, dtype):
         assert got.dtype == dtype and got.shape == want.shape
         tol = 4 * np.finfo(dtype).eps * np.sqrt(got.shape[0] + n) * float(np.max(np.abs(want)))
         np.testing.assert_allclose(got, want, rtol=0, atol=tol)
-
-
-@pytest.mark.parametrize("shape", [(0,), (1,), (1000,), (16384,), (300, 257), (1 << 17,)])
-@pytest.mark.parametrize("seed_shape", [(), (1,)])
-def test_hash32_kernel_is_the_composition(shape, seed_shape):
-    """One threaded pass (from HASH_KERNEL_MIN entries) with the composition's bits, wrapping
-    products included, for a 0-d and a one-entry seed; JAX's XLA composition agrees."""
-    from backends.numpy.fused_ops import HASH_KERNEL_MIN
-    rng = np.random.default_rng(sum(shape))
-    x = rng.integers(0, 2**32, size=shape, dtype=np.uint32)
-    x.reshape(-1)[:4] = [0, 1, 2**31, 2**32 - 1][:x.size]
-    for s in (0, 1, 0x9E3779B9, 2**32 - 1):
-        seed = np.full(seed_shape, s, np.uint32)
-        want = Fused.hash32(NP, x, seed)
-        assert_same_bits(NP.hash32(x, seed), want, f"seed {s:#x}, shape {shape}")
-        assert_same_bits(np.asarray(JAX.hash32(JAX.asarray(x), JAX.asarray(seed))), want, "JAX")
-    assert NP.hash32(x, np.uint32(5)).shape == x.shape and (x.size >= HASH_KERNEL_MIN) == (x.size >= 16384)
-
-
-def test_hash32_broadcasting_seeds_take_the_composition():
-    x = np.arange(20000, dtype=np.uint32)
-    seeds = np.arange(20000, dtype=np.uint32)
-    assert_same_bits(NP.hash32(x, seeds), Fused.hash32(NP, x, seeds), "per-entry seeds")
-    wide = np.full((1, 1), 7, np.uint32)
-    assert NP.hash32(x, wide).shape == (1, 20000)
