@@ -17,10 +17,12 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
 1. measure, for every spec of ``tests/specs.py`` (one worker, n = 1: every
    round's encode, then decode) on a near-square float32 matrix of each size,
    the best of ``--repeat`` round trips after two warm-up calls, over
-   ``--passes`` passes through all rows (a row's best of every pass: two
-   runs minutes apart once differed by up to 4.5x on a few 1e6 rows
-   measured back to back, ``ef(quantize(bits=4))`` among them, whose kernels
-   had not changed between the runs: a burst of load; the median row moved 3 %) (a
+   ``--passes`` passes through all rows (a row's best of every pass), which
+   absorbs a burst of load but not a slow mode that lasts a whole process:
+   in 3 of 9 runs of 2026-12-04 the 1e6 rows of the EF-wrapped specs,
+   PowerSGD and DGC ran 1.4-4.5x slower in every pass (``ef(topk)`` 2.4-3.3
+   ms in six runs, 6.4-7.9 ms in three; no page fault per call; cause not
+   found), so compare runs by their rows, not only by the summary (a
    scheduled spec, warm-up or DGC, in its phase at step ``STEADY_STEP``) (NumPy: the
    Compressor API on the NumPy/Numba binding; MindSpore: the lowered
    loopback exchange, compiled, compile time excluded);
