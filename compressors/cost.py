@@ -229,10 +229,10 @@ def _distinct(vs):
     return out
 
 
-# Ops whose output 0 is an index array in ascending order, and ops that keep an index array's
-# order (the first array argument's; concatenate/stack: every part's, each walked forward).
+# Ops whose output 0 is an index array in ascending order, and ops that keep the order of their
+# first argument (concatenate/stack, slices, sums and scaling have their own rules below).
 ASCENDING = frozenset({"top_k_abs", "nonzero", "arange"})
-KEEPS_ORDER = frozenset({"reshape", "astype", "getitem", "bitcast", "concatenate", "stack"})
+KEEPS_ORDER = frozenset({"reshape", "astype", "bitcast"})
 SCALED = frozenset({"mul", "floordiv", "rshift", "lshift"})   # by a non-negative scalar: order kept
 SCATTERED = {"gather": 1.0, "scatter_add": 2.0, "clear_at": 2.0}   # line transfers per index
 INDEX_ARG = {"gather": 1, "scatter_add": 0, "clear_at": 1}   # the index array among the traced args

@@ -6,7 +6,7 @@ integers: they order as the magnitudes do (a NaN above +inf), and an
 integer max vectorizes where a float one, with its NaN rule, does not.
 Buckets longer than ``ROW_MAX`` (QSGD's ``bucket=0``: one bucket of the
 whole tensor) run bucket by bucket in two threaded passes: the max of |v|
-as above, then the scaled squares ``(v * (2**-e / f))**2`` written once and
+from ``bucket_min_max``'s kernel, then the scaled squares ``(v * (2**-e / f))**2`` written once and
 summed by the one-pass 1-D halving-sum kernel. ``v * (2**-e * (1/f))`` has
 the bits of the composition's ``ldexp(v, -e) * (1/f)``: 2**-e * (1/f) is
 exact for e < 100, and v * 2**-e is exact unless it is subnormal, when its
@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from backends.numpy.blocks import PARALLEL_MIN
-from backends.numpy.fused_minmax import SIGNED
+from backends.numpy.fused_minmax import SIGNED, bucket_min_max
 from backends.numpy.sums import sum_halving
 
 ROW_MAX = 1 << 16  # longest bucket the kernel takes (its row buffer stays in L2)
@@ -83,56 +83,34 @@ def _norms_parallel(x, xi, inf_bits, B, P, out):
 
 
 @numba.njit(cache=True, parallel=True)
-def _abs_max_bits(xi, inf_bits):
-    """max over i of xi[i] with the sign bit cleared (x's bits as signed integers)."""
-    it = xi.dtype.type
-    mask = it(inf_bits | (inf_bits - it(1)))
-    chunk = 1 << 16
-    tasks = (xi.size + chunk - 1) // chunk
-    part = np.zeros(tasks, xi.dtype)
-    for t in numba.prange(tasks):
-        seg = xi[t * chunk:min(xi.size, (t + 1) * chunk)]
-        mi = it(0)
-        for i in range(seg.size):
-            mi = max(mi, it(seg[i] & mask))
-        part[t] = mi
-    return part.max()
-
-
-@numba.njit(cache=True, parallel=True)
 def _scaled_squares(x, s, out):
     for i in numba.prange(x.size):
         w = x[i] * s
         out[i] = w * w
 
 
-def _long_bucket(x: np.ndarray, xi, inf_bits):
-    """The norm of one bucket longer than ROW_MAX, or None (max |v| >= 2**99: the composition)."""
-    t = x.dtype.type
-    mi = _abs_max_bits(xi, inf_bits)
-    if mi >= inf_bits:  # a NaN or an infinity
-        return t(np.nan)
-    m = max(np.array([mi], xi.dtype).view(x.dtype)[0], t(2.0**-126))
-    f, e = np.frexp(m)
-    if e >= 100:
-        return None
-    squares = np.empty_like(x)
-    _scaled_squares(x, t(2.0**-int(e)) * (t(1) / f), squares)
-    return m * np.sqrt(sum_halving(squares, 0))
-
-
 def long_buckets(x: np.ndarray, bucket: int) -> np.ndarray | None:
     """Norms of a contiguous 1-D float32/float64 array whose buckets are longer than
-    ``ROW_MAX`` (None where one of them needs the composition)."""
+    ``ROW_MAX`` (None where one of them needs the composition: max |v| >= 2**99). Max |v|
+    per bucket is max(-min, max) of the threaded ``bucket_min_max`` kernel (NaN when the
+    bucket holds one)."""
     B = bucket if 0 < bucket < x.size else x.size
-    out = np.empty(-(-x.size // B), x.dtype)
-    xi, inf_bits = bits_of(x)
+    mins, maxs = bucket_min_max(x, B)
+    out = np.empty(mins.size, x.dtype)
+    t = x.dtype.type
     for b in range(out.size):
-        lo, hi = b * B, min(x.size, (b + 1) * B)
-        norm = _long_bucket(x[lo:hi], xi[lo:hi], inf_bits)
-        if norm is None:
+        m = max(-mins[b], maxs[b])
+        if not np.isfinite(m):  # a NaN or an infinity
+            out[b] = t(np.nan)
+            continue
+        m = max(m, t(2.0**-126))
+        f, e = np.frexp(m)
+        if e >= 100:
             return None
-        out[b] = norm
+        seg = x[b * B:(b + 1) * B]
+        squares = np.empty_like(seg)
+        _scaled_squares(seg, t(2.0**-int(e)) * (t(1) / f), squares)
+        out[b] = m * np.sqrt(sum_halving(squares, 0))
     return out
 
 
