@@ -295,7 +295,7 @@ def within_rounding(got, want, bound, name):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("n,m,r", [(3, 5, 1), (50, 70, 4), (1100, 1000, 4), (1025, 1031, 32), (1024, 1024, 33)])
+@pytest.mark.parametrize("n,m,r", [(3, 5, 1), (50, 70, 4), (1100, 1000, 4), (1027, 1030, 6), (1025, 1031, 32), (1024, 1024, 33)])
 def test_low_rank_products(n, m, r, dtype):
     """The kernels (row-parallel above ROWS_PARALLEL_MIN entries, BLAS past
     LOW_RANK_MAX columns) agree with the compositions, on NumPy and JAX."""
@@ -317,7 +317,7 @@ def test_low_rank_products(n, m, r, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("n,m,r", [(1100, 1000, 1), (1500, 997, 4), (1001, 1200, 32)])
+@pytest.mark.parametrize("n,m,r", [(1100, 1000, 1), (1500, 997, 4), (1001, 1200, 32), (1027, 1025, 6)])
 def test_thin_matmul_kernels(n, m, r, dtype):
     """NumPy's matmul takes the Numba projections for a (n, m) @ (m, r) and
     for the transposed view a.T @ (n, r): they agree with BLAS to rounding."""
