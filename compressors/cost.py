@@ -16,7 +16,8 @@ single-worker encode and n-worker decode, and every equation is counted:
   ``elementwise``     arithmetic, comparisons, where, fills, copies (pad,
                       concatenate, stack, transpose), ``add``
   ``reduction``       ``sum``, ``max``, ``bucket_min_max``, ``sum_abs``,
-                      ``bucket_norm``, ``sign_split_sums``, ``sign_split_pack``
+                      ``bucket_norm``, ``sign_split_sums``, ``sign_split_pack``,
+                      ``sum_abs_pack``
   ``matmul``          ``matmul``, ``matmul_nt``, ``sub_matmul_nt``
   ``select``          ``top_k``, ``nonzero``, ``top_k_abs`` (selection / sort-like)
   ``gather/scatter``  ``gather``, ``scatter_add``, ``clear_at`` (data-dependent addresses)
@@ -100,6 +101,7 @@ OP_CLASS: dict[str, str] = {
     "reshape": FREE, "bitcast": FREE, "getitem": FREE, "asarray": FREE,
     "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
     "bucket_norm": "reduction", "sign_split_sums": "reduction", "sign_split_pack": "reduction",
+    "sum_abs_pack": "reduction",
     "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",

@@ -138,6 +138,12 @@ class Fused:
         copy of x."""
         return self.sum(self.abs(x if scale == 1.0 else x * scale))
 
+    def sum_abs_pack(self, x: Array, scale: float = 1.0) -> tuple[Array, Array]:
+        """``(sum_abs(x, scale), pack_signs(x))`` of a 1-D float array: the
+        scaled sign's encoder (EF-signSGD), whose two parts read the same x
+        (a backend may make them one pass over it)."""
+        return self.sum_abs(x, scale), self.pack_signs(x)
+
     def sign_split_sums(self, x: Array, scale: float) -> Array:
         """The sums of the two sides of a 1-D float array, ``pos = x >= 0``
         (NaN falls on the negative side), scaled by ``scale`` (a power of two,

@@ -82,8 +82,9 @@ def _scaled_leaf(two_scales: bool):
             sn = sums[2] / ops.maximum(sums[3], 1.0) * 2.0**k + bad
             return (packed, ops.astype(ops.stack([sp, sn]), np.float32)), state
         d = max(xf.size, 1)
-        scales = ops.astype(ops.reshape(ops.sum_abs(xf, 2.0**-k) / float(d) * 2.0**k, (1,)), np.float32)
-        return (pack_signs(ops, x), scales), state
+        total, packed = ops.sum_abs_pack(xf, 2.0**-k)  # the L1 norm and the sign bits, from one read of x
+        scales = ops.astype(ops.reshape(total / float(d) * 2.0**k, (1,)), np.float32)
+        return (packed, scales), state
 
     def decompress(ops, payload, x):
         packed, scales = payload

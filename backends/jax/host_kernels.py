@@ -24,7 +24,7 @@ import numpy as np
 
 from backends.jax import ffi
 from backends.jax.ffi import buffer, ptr, size
-from backends.numpy import fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, sums
+from backends.numpy import fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, sign_sums, sums
 from backends.numpy.arrays import BF16
 from backends.numpy.blocks import PARALLEL_MIN
 from backends.numpy.casts import NARROW_ALL
@@ -142,7 +142,20 @@ def _split_body(dt, signs):
         if signs:
             wa, wd = buffer(rets, 1)
             words = _view(wa, size(wd), np.uint32)
-        sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), words)
+        sign_sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), words)
+    return body
+
+
+def _abs_pack_body(dt):
+    """``sum_abs_pack``: the sum its first result, the sign words its second."""
+    @numba.njit(cache=True, nogil=True)
+    def body(args, rets):
+        xa, xd = buffer(args, 0)
+        sa, _ = buffer(args, 1)
+        ra, _ = buffer(rets, 0)
+        wa, wd = buffer(rets, 1)
+        sign_sums.abs_sum_pack_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 1, dt),
+                               _view(wa, size(wd), np.uint32))
     return body
 
 
@@ -287,6 +300,15 @@ def sign_split_sums(x, scale):
     t = np.dtype(x.dtype)
     return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type, False),
                  jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
+
+
+def sum_abs_pack(x, scale):
+    import jax
+
+    t = np.dtype(x.dtype)
+    outs = (jax.ShapeDtypeStruct((), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
+    return _call(f"kfsim_sum_abs_pack_{_tag(t)}", functools.partial(_abs_pack_body, t.type), outs, x,
+                 np.asarray(scale, t))
 
 
 def sign_split_pack(x, scale):

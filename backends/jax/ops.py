@@ -163,6 +163,11 @@ class JaxOps(Fused):
             return host.halving_sum(x, True, float(scale))
         return Fused.sum_abs(self, x, scale)
 
+    def sum_abs_pack(self, x, scale=1.0):
+        if x.ndim == 1 and host.usable(x.size, x):
+            return host.sum_abs_pack(x, float(scale))
+        return Fused.sum_abs_pack(self, x, scale)
+
     def sign_split_sums(self, x, scale):
         if x.ndim == 1 and host.usable(x.size, x):
             return host.sign_split_sums(x, float(scale))

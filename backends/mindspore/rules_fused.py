@@ -37,7 +37,9 @@ def numpy_kernel_prim(op: str, arg_names: tuple, static: tuple, outs: tuple, arg
     from backends.numpy.ops import OPS
 
     kernel, kwargs = getattr(OPS, op), dict(static)
-    shapes = tuple(tuple(int(s) for s in shape) for shape, _ in outs)
+    # a 0-d output among several is declared (1,) (as a pyfunc returns a lone 0-d one):
+    # MindSpore would hand it back as a Python scalar, which ops.reshape refuses
+    shapes = tuple(tuple(int(s) for s in shape) or ((1,) if len(outs) > 1 else ()) for shape, _ in outs)
     dtypes = tuple(np.dtype(d) for _, d in outs)
     views = tuple(tuple(int(s) for s in shape) for shape in arg_shapes)
 

@@ -13,7 +13,8 @@ from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_natural
     fused_topk, threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
-from backends.numpy.sums import SUM_ROW, kernel_sum, split_sums
+from backends.numpy.sign_sums import abs_sum_pack, split_sums
+from backends.numpy.sums import SUM_ROW, kernel_sum
 from compressors.fused import Fused
 
 
@@ -81,6 +82,12 @@ class NumpyFused(Fused):
         if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
             return Fused.sum_abs(self, x, scale)
         return kernel_sum(x, True, scale)
+
+    def sum_abs_pack(self, x, scale=1.0):
+        x = vector(x, "sum_abs_pack")
+        if x.dtype not in KERNEL_FLOATS or x.size < 2 * SUM_ROW:
+            return Fused.sum_abs_pack(self, x, scale)
+        return abs_sum_pack(x, scale)
 
     def sign_split_sums(self, x, scale):
         x = vector(x, "sign_split_sums")

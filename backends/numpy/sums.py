@@ -3,7 +3,7 @@ long float32/float64 vectors (threaded, with bits that do not depend on the
 thread count) and a NumPy pass per level for everything else. The kernel
 also sums terms of x (|x|, and the five of ``Fused.sign_split_sums``, all
 from one pass over memory) without writing them out, and can pack x's sign bits
-from the same pass (``Fused.sign_split_pack``)."""
+from the same pass (the sign encoders of ``backends.numpy.sign_sums``)."""
 from __future__ import annotations
 
 import numba
@@ -56,7 +56,7 @@ def _level_one(a, b, full, w, mode, s, dst):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _split(v, mode, s, one, zero):
     """The term of a split mode, where's constants as +1.0 and +0.0 (a NaN term's sign
-    bit is the compiler's choice: :func:`split_sums` returns NaN sums as +NaN)."""
+    bit is the compiler's choice: ``sign_sums.split_sums`` returns NaN sums as +NaN)."""
     if mode == ZERO:
         return v * zero
     pos = v >= 0
@@ -341,27 +341,6 @@ def _tail(y, m, p, mode, s):
         v = y[i]
         tail[i] = v if mode == PLAIN else abs(v * s) if mode == ABS else _split(v, mode, s, one, zero)
     return _halve_in_place(tail)
-
-
-@numba.njit(cache=True, nogil=True)
-def split_sums_into(x, s, out, words):
-    """out[:5] = ``Fused.sign_split_sums`` of x (2 <= x.size), a NaN sum as +NaN;
-    and x's sign bits into ``words`` unless it is empty (``Fused.sign_split_pack``)."""
-    out[:] = term_sums(x, x.size >= SUM_PARALLEL_MIN, np.array(SPLIT_MODES), s, words)
-    for j in range(out.size):
-        if np.isnan(out[j]):
-            out[j] = np.nan  # one NaN: its sign bit is the compiler's choice (see Fused.sign_split_sums)
-
-
-def split_sums(x: np.ndarray, scale: float, signs: bool = False):
-    """``Fused.sign_split_sums`` of a 1-D float32/float64 array of at least
-    2 * SUM_ROW entries: five sums in one pass over x (threaded for long
-    arrays); with ``signs``, ``Fused.sign_split_pack``: (the sums, the sign words)."""
-    x = np.ascontiguousarray(x)
-    out = np.empty(len(SPLIT_MODES), x.dtype)
-    words = np.empty(-(-x.size // 32) if signs else 0, np.uint32)
-    split_sums_into(x, x.dtype.type(scale), out, words)
-    return (out, words) if signs else out
 
 
 def kernel_sum(x: np.ndarray, absolute: bool, scale: float = 1.0) -> np.ndarray:

@@ -60,7 +60,7 @@ def on_jax(fn, *args, dtype):
 
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
-                                "bucket_norm", "sign_split_sums", "sign_split_pack", "pack_signs", "unpack_signs", "natural_pack",
+                                "bucket_norm", "sign_split_sums", "sign_split_pack", "sum_abs_pack", "pack_signs", "unpack_signs", "natural_pack",
                                 "natural_unpack", "add", "matmul_nt", "sub_matmul_nt"}
 
 

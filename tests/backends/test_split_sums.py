@@ -1,4 +1,4 @@
-"""``sign_split_sums`` and ``sign_split_pack`` on the NumPy binding: the one-pass kernel
+"""``sign_split_sums``, ``sign_split_pack`` and ``sum_abs_pack`` on the NumPy binding: the one-pass kernel
 (``backends.numpy.sums``) returns the composition's bits (``compressors.fused.Fused``) at
 every size the kernel takes, around its thresholds, for float32 and float64 and at the
 edges of the range (``sign_split_pack`` on JAX's custom call too); and the halving sums it
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backends.numpy import sums
+from backends.numpy import sign_sums, sums
 from backends.numpy.ops import OPS
 from tests.backends.ops_backends import maybe_x64
 from compressors.fused import Fused
@@ -85,6 +85,44 @@ def test_split_pack_gives_the_composition_bits(dtype, n):
             np.testing.assert_array_equal(np.asarray(j_words), want_words)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("bad", [False, True])
+def test_sum_abs_pack_gives_the_composition_bits(dtype, n, bad):
+    """The scaled sign's encoder: the L1 norm and the sign bits from one pass are the
+    bits of ``sum_abs`` and ``pack_signs`` (NaN and inf entries, 1e±38, subnormals,
+    signed zeros), on NumPy and on JAX's custom call."""
+    x = vector(n, dtype, bad=bad)
+    scale = 2.0 ** -max(n - 1, 0).bit_length()
+    total, words = OPS.sum_abs_pack(x, scale)
+    want_total, want_words = Fused.sum_abs_pack(OPS, x, scale)
+    assert total.shape == () and total.dtype == dtype and words.dtype == np.uint32
+    np.testing.assert_array_equal(bits(total), bits(want_total))
+    np.testing.assert_array_equal(words, want_words)
+    np.testing.assert_array_equal(bits(total), bits(OPS.sum_abs(x, scale)))
+    assert np.isnan(total) == (bad and n > 16)
+    if n >= 1 << 15:
+        import jax.numpy as jnp
+
+        import backends
+        x = np.where(np.abs(x) < np.finfo(dtype).tiny, dtype(0), x)  # XLA flushes subnormal operands
+        want_total, want_words = Fused.sum_abs_pack(OPS, x, scale)
+        with maybe_x64(dtype):
+            j_total, j_words = backends.get("jax").sum_abs_pack(jnp.asarray(x), scale)
+            np.testing.assert_array_equal(bits(np.asarray(j_total)), bits(want_total))
+            np.testing.assert_array_equal(np.asarray(j_words), want_words)
+
+
+@pytest.mark.parametrize("n", [THRESHOLD + 33, 9 * THRESHOLD + 1, sums.SUM_PARALLEL_MIN + 4097])
+def test_sum_abs_pack_writes_every_word_of_a_recycled_buffer(n):
+    x = vector(n, np.float32, seed=6)
+    words = np.full(-(-n // 32), 0xFFFFFFFF, np.uint32)
+    out = np.empty(1, np.float32)
+    sign_sums.abs_sum_pack_into(x, np.float32(1.0), out, words)
+    np.testing.assert_array_equal(words, Fused.pack_signs(OPS, x))
+    np.testing.assert_array_equal(bits(out[0]), bits(Fused.sum_abs(OPS, x)))
+
+
 @pytest.mark.parametrize("n", [THRESHOLD + 33, 9 * THRESHOLD + 1, sums.SUM_PARALLEL_MIN + 4097])
 def test_split_pack_writes_every_word_of_a_recycled_buffer(n):
     """Each column task packs its rows' words: together they cover every word, the
@@ -92,7 +130,7 @@ def test_split_pack_writes_every_word_of_a_recycled_buffer(n):
     x = vector(n, np.float32, seed=5)
     words = np.full(-(-n // 32), 0xFFFFFFFF, np.uint32)
     out = np.empty(5, np.float32)
-    sums.split_sums_into(x, np.float32(1.0), out, words)
+    sign_sums.split_sums_into(x, np.float32(1.0), out, words)
     np.testing.assert_array_equal(words, Fused.pack_signs(OPS, x))
 
 
