@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits
-from backends.numpy import fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, fused_sign, \
-    fused_topk, threefry
+from backends.numpy import buffers, fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, \
+    fused_sign, fused_topk, indexing, threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
 from backends.numpy.sign_sums import abs_sum_pack, split_sums
@@ -69,6 +69,10 @@ class NumpyFused(Fused):
         idx = np.asarray(as_array(idx)).reshape(-1)
         if not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"clear_at: indices must be integers, got {idx.dtype}")
+        if x.dtype in KERNEL_FLOATS and x.flags.c_contiguous:
+            out = buffers.empty(x.shape, x.dtype)
+            indexing.clear_at(x.reshape(-1), np.ascontiguousarray(idx), out.reshape(-1))
+            return out
         out = np.array(x, copy=True, order="C")
         flat = out.reshape(-1)
         at = idx[(idx >= 0) & (idx < x.size)]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import backends
+from backends.numpy.indexing import CLEAR_BLOCK, CLEAR_PARALLEL_MIN
 from compressors.fused import Fused
 from tests.backends.ops_backends import assert_same_bits, maybe_x64
 from tests.backends.test_fused import BIG, data
@@ -126,3 +127,27 @@ def test_clear_at_under_vmap_of_matrices():
 def test_clear_at_rejects_bad_input():
     with pytest.raises(ValueError, match="clear_at: indices must be integers"):
         NP.clear_at(np.zeros(4, np.float32), np.array([0.0], np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
+@pytest.mark.parametrize("n", [CLEAR_BLOCK - 1, 3 * CLEAR_BLOCK + 5, CLEAR_PARALLEL_MIN + 12_345])
+@pytest.mark.parametrize("order", ["ascending", "shuffled"])
+def test_clear_at_ascending_indices_take_one_blocked_pass(n, dtype, order):
+    """Ascending positions (top-k's) are cleared block by block while the copy is cached:
+    the composition's bits at the block and thread-span edges, with NaN/inf/-0.0 entries
+    and sentinels before (negative) and after (past the end) the real positions; the same
+    positions shuffled take the two-pass way, with the same bits."""
+    x = values(n, dtype)
+    edges = [0, 1, CLEAR_BLOCK - 1, CLEAR_BLOCK, CLEAR_BLOCK + 1, n // 8, n // 8 + 1, n - 2, n - 1]
+    x[[e for e in edges[:3] if e < n]] = [np.nan, -0.0, np.inf][:len([e for e in edges[:3] if e < n])]
+    picked = np.unique([e for e in edges if 0 <= e < n] + np.random.default_rng(4).choice(n, n // 7).tolist())
+    idx = np.concatenate([[-n, -1], picked, [n, n + 9]]).astype(np.int32)
+    if order == "shuffled":
+        idx = np.random.default_rng(5).permutation(idx)
+    with np.errstate(invalid="ignore"):
+        want = Fused.clear_at(NP, x, idx)
+        got = NP.clear_at(x, idx)
+    assert_same_bits(got, want, f"clear_at ({order})")
+    keep = np.ones(n, bool)
+    keep[picked] = False
+    assert_same_bits(got[keep], x[keep], "untouched entries")
