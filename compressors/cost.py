@@ -8,8 +8,9 @@ single-worker encode and n-worker decode, and every equation is counted:
   distinct array input is read once, every output written once; ``gather``
   reads its indices and the gathered elements only (not all of x);
 * **FLOPs** for the matrix products (the only ops that can be compute-bound):
-  ``matmul`` of (m, k)·(k, n) is 2mkn, ``matmul_nt`` of (n, r), (m, r) is
-  2nmr, ``sub_matmul_nt`` 2nmr + nm; the FLOPs' dtype is the inputs';
+  ``matmul`` of (m, k)·(k, n) is 2mkn, ``matmul_nt`` of (n, r), (m, r) and
+  ``matmul_tn`` of (n, m), (n, r) are 2nmr, ``sub_matmul_nt`` 2nmr + nm;
+  the FLOPs' dtype is the inputs';
 * a **cost class**, which a device profile turns into a throughput:
 
   ==================  =================================================================
@@ -18,7 +19,7 @@ single-worker encode and n-worker decode, and every equation is counted:
   ``reduction``       ``sum``, ``max``, ``bucket_min_max``, ``sum_abs``,
                       ``bucket_norm``, ``sign_split_sums``, ``sign_split_pack``,
                       ``sum_abs_pack``
-  ``matmul``          ``matmul``, ``matmul_nt``, ``sub_matmul_nt``
+  ``matmul``          ``matmul``, ``matmul_nt``, ``matmul_tn``, ``sub_matmul_nt``
   ``select``          ``top_k``, ``nonzero``, ``top_k_abs`` (selection / sort-like)
   ``gather/scatter``  ``gather``, ``scatter_add``, ``clear_at`` (data-dependent addresses)
   ``rng``             ``random_bits``, ``uniform``, ``fold_in`` (threefry)
@@ -102,7 +103,7 @@ OP_CLASS: dict[str, str] = {
     "sum": "reduction", "max": "reduction", "bucket_min_max": "reduction", "sum_abs": "reduction",
     "bucket_norm": "reduction", "sign_split_sums": "reduction", "sign_split_pack": "reduction",
     "sum_abs_pack": "reduction",
-    "matmul": "matmul", "matmul_nt": "matmul", "sub_matmul_nt": "matmul",
+    "matmul": "matmul", "matmul_nt": "matmul", "matmul_tn": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
@@ -323,6 +324,9 @@ def _matmul_flops(eqn) -> tuple[float, str]:
     if eqn.op == "matmul_nt":
         a, b = arrays
         return 2.0 * a.shape[0] * b.shape[0] * a.shape[1], a.dtype.name
+    if eqn.op == "matmul_tn":
+        a, b = arrays
+        return 2.0 * a.shape[0] * a.shape[1] * b.shape[1], a.dtype.name
     c, a, b = arrays  # sub_matmul_nt
     return 2.0 * a.shape[0] * b.shape[0] * a.shape[1] + c.size, a.dtype.name
 

@@ -213,6 +213,13 @@ class Fused:
         operators run on one core runs these on all of them). Same bits."""
         return a + b
 
+    def matmul_tn(self, a: Array, b: Array) -> Array:
+        """``matmul(transpose(a), b)`` for a (n, m) and b (n, r): the (m, r)
+        projection of a full-size matrix onto thin factors (PowerSGD's
+        M^T P), without a transposed copy of a. Agrees with the composition
+        to rounding, as ``matmul`` does."""
+        return self.matmul(self.transpose(a), b)
+
     def matmul_nt(self, a: Array, b: Array) -> Array:
         """``matmul(a, transpose(b))`` for a (n, r) and b (m, r): the (n, m)
         product of two thin factors (a low-rank payload decoded). Like

@@ -181,7 +181,7 @@ def _powersgd_leaf(rank: int, warm_start: bool, tol: float, shape, dtype) -> Lea
         if rnd == 0:
             return ops.matmul(mat, state.q), state
         p_hat, dependent = orthogonalize(ops, received[0], tol)
-        q = ops.matmul(ops.transpose(mat), p_hat)
+        q = ops.matmul_tn(mat, p_hat)
         if warm_start:  # a dependent column's slot carries this step's Q column on to the next step
             q = ops.where(dependent, state.q, q)
         return q, PowerSGDState(p_hat)

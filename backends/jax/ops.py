@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from compressors.fused import Fused
-from backends.jax import host_kernels as host, host_topk
+from backends.jax import host_kernels as host, host_lowrank, host_topk
 from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
 
@@ -162,6 +162,24 @@ class JaxOps(Fused):
         if x.ndim == 1 and host.usable(x.size, x):
             return host.halving_sum(x, True, float(scale))
         return Fused.sum_abs(self, x, scale)
+
+    def matmul_nt(self, a, b):
+        if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[1] \
+                and host_lowrank.usable(a.shape[0] * b.shape[0], a, b, max_rank=host_lowrank.LOW_RANK_MAX):
+            return host_lowrank.matmul_nt(a, b)
+        return Fused.matmul_nt(self, a, b)
+
+    def sub_matmul_nt(self, c, a, b):
+        if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[1] and c.shape == (a.shape[0], b.shape[0]) \
+                and host_lowrank.usable(c.size, c, a, b, max_rank=host_lowrank.LOW_RANK_MAX):
+            return host_lowrank.sub_matmul_nt(c, a, b)
+        return Fused.sub_matmul_nt(self, c, a, b)
+
+    def matmul_tn(self, a, b):
+        if a.ndim == 2 and b.ndim == 2 and a.shape[0] == b.shape[0] \
+                and host_lowrank.usable(a.size, a, b, max_rank=host_lowrank.THIN_MAX):
+            return host_lowrank.matmul_tn(a, b)
+        return Fused.matmul_tn(self, a, b)
 
     def sum_abs_pack(self, x, scale=1.0):
         if x.ndim == 1 and host.usable(x.size, x):

@@ -29,7 +29,7 @@ from compressors.ops import OP_NAMES
 
 # fused ops recorded whole (the table has a rule for each, ``rules_fused``): all but the
 # sum and the two products, which are one MindSpore op or a matmul and a subtraction anyway
-LOWERED_FUSED = frozenset(FUSED_NAMES) - {"add", "matmul_nt", "sub_matmul_nt"}
+LOWERED_FUSED = frozenset(FUSED_NAMES) - {"add", "matmul_nt", "matmul_tn", "sub_matmul_nt"}
 
 
 def _jax_reference():

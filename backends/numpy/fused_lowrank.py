@@ -161,14 +161,22 @@ def _low_rank_serial(c, a, bt, out, subtract):
         _low_rank_block(c, a, bt, out, h, subtract)
 
 
+@numba.njit(cache=True, nogil=True)
+def low_rank_into(c, a, bt, out, subtract):
+    """out = c - a @ bt (subtract) or a @ bt, row-parallel from ROWS_PARALLEL_MIN entries."""
+    if out.size >= ROWS_PARALLEL_MIN:
+        _low_rank(c, a, bt, out, subtract)
+    else:
+        _low_rank_serial(c, a, bt, out, subtract)
+
+
 def low_rank(c: np.ndarray | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b.T`` (c None) or ``c - a @ b.T`` for a (n, r), b (m, r) and
     c (n, m), all contiguous and of one float dtype, r >= 1."""
     n, m = a.shape[0], b.shape[0]
     out = buffers.empty((n, m), a.dtype)
     bt = np.ascontiguousarray(b.T)
-    run = _low_rank if n * m >= ROWS_PARALLEL_MIN else _low_rank_serial
-    run(out if c is None else c, a, bt, out, c is not None)
+    low_rank_into(out if c is None else c, a, bt, out, c is not None)
     return out
 
 
@@ -266,7 +274,7 @@ def _axpy4x4(acc, j, b, i, a0, a1, a2, a3):
 
 
 @numba.njit(cache=True, parallel=True)
-def _cols_dot(a, b, parts):
+def cols_dot(a, b, parts):
     """a.T @ b for a (n, m), b (n, r), transposed: (r, m). Each of ``parts``
     row blocks adds b[i, j] * a[i] into its own (r, m) partial, four rows
     (and four factors) per pass over it; the partials are then summed in
@@ -323,5 +331,5 @@ def thin_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         _rows_dot(a, np.ascontiguousarray(b.T), out)
         return out
     if a.T.flags.c_contiguous:
-        return np.ascontiguousarray(_cols_dot(a.T, np.ascontiguousarray(b), THIN_PARTS).T)
+        return np.ascontiguousarray(cols_dot(a.T, np.ascontiguousarray(b), THIN_PARTS).T)
     return None

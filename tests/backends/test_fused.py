@@ -61,7 +61,7 @@ def on_jax(fn, *args, dtype):
 def test_every_fused_op_is_covered():
     assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
                                 "bucket_norm", "sign_split_sums", "sign_split_pack", "sum_abs_pack", "pack_signs", "unpack_signs", "natural_pack",
-                                "natural_unpack", "add", "matmul_nt", "sub_matmul_nt"}
+                                "natural_unpack", "add", "matmul_nt", "matmul_tn", "sub_matmul_nt"}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -306,12 +306,15 @@ def test_low_rank_products(n, m, r, dtype):
     a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
     want = a64 @ b64.T
     bound = (r + 2) * np.finfo(dtype).eps * (np.abs(a64) @ np.abs(b64).T)
-    for name, got in [("matmul_nt", NP.matmul_nt(a, b)), ("JAX matmul_nt", on_jax(Fused.matmul_nt, a, b, dtype=dtype))]:
+    for name, got in [("matmul_nt", NP.matmul_nt(a, b)), ("JAX matmul_nt", on_jax(Fused.matmul_nt, a, b, dtype=dtype)),
+                      ("JAX's matmul_nt (custom call above ROWS_PARALLEL_MIN)",
+                       on_jax(type(JAX).matmul_nt, a, b, dtype=dtype))]:
         assert got.shape == (n, m) and got.dtype == dtype, name
         within_rounding(got, want, bound, name)
     bound = bound + 2 * np.finfo(dtype).eps * np.abs(c64)
     for name, got in [("sub_matmul_nt", NP.sub_matmul_nt(c, a, b)),
-                      ("JAX sub_matmul_nt", on_jax(Fused.sub_matmul_nt, c, a, b, dtype=dtype))]:
+                      ("JAX sub_matmul_nt", on_jax(Fused.sub_matmul_nt, c, a, b, dtype=dtype)),
+                      ("JAX's sub_matmul_nt", on_jax(type(JAX).sub_matmul_nt, c, a, b, dtype=dtype))]:
         assert got.shape == (n, m) and got.dtype == dtype, name
         within_rounding(got, c64 - want, bound, name)
 
@@ -326,8 +329,38 @@ def test_thin_matmul_kernels(n, m, r, dtype):
     q = rng.standard_normal((m, r)).astype(dtype)
     p = rng.standard_normal((n, r)).astype(dtype)
     assert thin_matmul(a, q) is not None and thin_matmul(a.T, p) is not None
+    want_tn = a.T.astype(np.float64) @ p
+    tol_tn = 4 * np.finfo(dtype).eps * np.sqrt(2 * n) * float(np.max(np.abs(want_tn)))
+    for name, got in [("matmul_tn", NP.matmul_tn(a, p)), ("JAX's matmul_tn (custom call)",
+                                                          on_jax(type(JAX).matmul_tn, a, p, dtype=dtype)),
+                      ("JAX matmul_tn composition", on_jax(Fused.matmul_tn, a, p, dtype=dtype))]:
+        assert got.dtype == dtype and got.shape == (m, r), name
+        np.testing.assert_allclose(got, want_tn, rtol=0, atol=tol_tn, err_msg=name)
     for got, want in [(NP.matmul(a, q), a.astype(np.float64) @ q), (NP.matmul(NP.transpose(a), p),
                                                                     a.T.astype(np.float64) @ p)]:
         assert got.dtype == dtype and got.shape == want.shape
         tol = 4 * np.finfo(dtype).eps * np.sqrt(got.shape[0] + n) * float(np.max(np.abs(want)))
         np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+def test_jax_low_rank_custom_calls_under_vmap_and_jit():
+    """PowerSGD's products on JAX's CPU custom calls: taken above ROWS_PARALLEL_MIN (the HLO
+    names the target), one call per worker under vmap, each worker's own result."""
+    import jax
+
+    from backends.jax import host_lowrank
+    rng = np.random.default_rng(9)
+    m = rng.standard_normal((3, 1030, 1024)).astype(np.float32)
+    p = rng.standard_normal((3, 1030, 4)).astype(np.float32)
+    q = rng.standard_normal((3, 1024, 4)).astype(np.float32)
+    assert host_lowrank.usable(m[0].size, m[0], p[0], max_rank=host_lowrank.THIN_MAX)
+    for op, args, want in [("matmul_tn", (m, p), [m[i].T @ p[i] for i in range(3)]),
+                           ("matmul_nt", (p, q), [p[i] @ q[i].T for i in range(3)]),
+                           ("sub_matmul_nt", (m, p, q), [m[i] - p[i] @ q[i].T for i in range(3)])]:
+        fn = jax.jit(jax.vmap(getattr(JAX, op)))
+        assert f"kfsim_{op}_float32" in fn.lower(*args).as_text(), op
+        got = np.asarray(fn(*args))
+        for i in range(3):
+            np.testing.assert_allclose(got[i], want[i], rtol=1e-4, atol=1e-3, err_msg=f"{op} worker {i}")
+    small = np.ones((8, 8), np.float32)
+    assert not host_lowrank.usable(small.size, small, small[:, :2], max_rank=host_lowrank.THIN_MAX)

@@ -77,7 +77,8 @@ def test_decode_is_linear_in_n(spec):
 def test_powersgd_flops_hand_computed():
     n, m, r = 256, 128, 4
     c = counts("powersgd(rank=4)", (n, m))
-    assert c.encode.ops()["matmul"] == 2                       # P = M Q, then Q = Mᵀ P̂
+    assert c.encode.ops()["matmul"] == 1 == c.encode.ops()["matmul_tn"]  # P = M Q, then Q = Mᵀ P̂
+    assert c.encode.ops().get("transpose", 0) == 2             # of P (n x r) in Gram-Schmidt; no copy of Mᵀ
     assert c.encode.flops == 2 * (2 * n * m * r)
     assert c.encode.by_class()["matmul"].flops == c.encode.flops
     # decode: the residual M - P̂ Qᵀ (sub_matmul_nt) and the estimate P̂ (Q/n)ᵀ (matmul_nt)
