@@ -131,8 +131,10 @@ def _sum_body(dt, absolute):
     return body
 
 
-def _split_body(dt, signs):
-    """``sign_split_sums``, or with ``signs`` ``sign_split_pack`` (the sign words its second result)."""
+def _sums_body(dt, kernel, nsums, signs):
+    """A one-pass sum kernel ``kernel(x, scale, sums, words)`` of ``backends.numpy.sign_sums``:
+    ``nsums`` sums its first result and, with ``signs``, the sign words its second
+    (``sign_split_sums``, ``sign_split_pack``, ``sum_abs_pack``)."""
     @numba.njit(cache=True, nogil=True)
     def body(args, rets):
         xa, xd = buffer(args, 0)
@@ -142,20 +144,7 @@ def _split_body(dt, signs):
         if signs:
             wa, wd = buffer(rets, 1)
             words = _view(wa, size(wd), np.uint32)
-        sign_sums.split_sums_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 5, dt), words)
-    return body
-
-
-def _abs_pack_body(dt):
-    """``sum_abs_pack``: the sum its first result, the sign words its second."""
-    @numba.njit(cache=True, nogil=True)
-    def body(args, rets):
-        xa, xd = buffer(args, 0)
-        sa, _ = buffer(args, 1)
-        ra, _ = buffer(rets, 0)
-        wa, wd = buffer(rets, 1)
-        sign_sums.abs_sum_pack_into(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, 1, dt),
-                               _view(wa, size(wd), np.uint32))
+        kernel(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, nsums, dt), words)
     return body
 
 
@@ -298,7 +287,8 @@ def sign_split_sums(x, scale):
     import jax
 
     t = np.dtype(x.dtype)
-    return _call(f"kfsim_sign_split_sums_{_tag(t)}", functools.partial(_split_body, t.type, False),
+    body = functools.partial(_sums_body, t.type, sign_sums.split_sums_into, 5, False)
+    return _call(f"kfsim_sign_split_sums_{_tag(t)}", body,
                  jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
 
 
@@ -307,7 +297,8 @@ def sum_abs_pack(x, scale):
 
     t = np.dtype(x.dtype)
     outs = (jax.ShapeDtypeStruct((), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
-    return _call(f"kfsim_sum_abs_pack_{_tag(t)}", functools.partial(_abs_pack_body, t.type), outs, x,
+    body = functools.partial(_sums_body, t.type, sign_sums.abs_sum_pack_into, 1, True)
+    return _call(f"kfsim_sum_abs_pack_{_tag(t)}", body, outs, x,
                  np.asarray(scale, t))
 
 
@@ -316,7 +307,8 @@ def sign_split_pack(x, scale):
 
     t = np.dtype(x.dtype)
     outs = (jax.ShapeDtypeStruct((5,), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
-    return _call(f"kfsim_sign_split_pack_{_tag(t)}", functools.partial(_split_body, t.type, True), outs, x,
+    body = functools.partial(_sums_body, t.type, sign_sums.split_sums_into, 5, True)
+    return _call(f"kfsim_sign_split_pack_{_tag(t)}", body, outs, x,
                  np.asarray(scale, t))
 
 
