@@ -18,11 +18,14 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    round's encode, then decode) on a near-square float32 matrix of each size,
    the best of ``--repeat`` round trips after two warm-up calls, over
    ``--passes`` passes through all rows (a row's best of every pass), which
-   absorbs a burst of load but not a slow mode that lasts a whole process:
-   in 3 of 9 runs of 2026-12-04 the 1e6 rows of the EF-wrapped specs,
-   PowerSGD and DGC ran 1.4-4.5x slower in every pass (``ef(topk)`` 2.4-3.3
-   ms in six runs, 6.4-7.9 ms in three; no page fault per call; cause not
-   found), so compare runs by their rows, not only by the summary (a
+   absorbs a burst of load but not a slow period of the machine lasting
+   minutes: in 3 of 9 runs of 2026-12-04 the 1e6 rows of the EF-wrapped
+   specs, PowerSGD and DGC ran 1.4-4.5x slower in every pass (``ef(topk)``
+   2.4-3.3 ms in six runs, 6.4-7.9 ms in three). Fresh processes timing
+   ``ef(topk)`` at 1e6 were slow in 5 of 8 within three minutes, then in 0
+   of 20 (memory-bound kernels on fresh 4 MB arrays 1.4-3x slower, a cached
+   add not; no page faults or context switches): load on the shared cache or
+   memory, not a state of the process. So compare runs by their rows, not only by the summary (a
    scheduled spec, warm-up or DGC, in its phase at step ``STEADY_STEP``) (NumPy: the
    Compressor API on the NumPy/Numba binding; MindSpore: the lowered
    loopback exchange, compiled, compile time excluded);
