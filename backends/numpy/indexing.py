@@ -159,7 +159,7 @@ def clear_at(x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``Fused.clear_at`` of a 1-D contiguous float x into ``out`` (1-D, x's
     size and dtype, not x): a copy of x, then entry j = idx[i] becomes
     ``x_j - (0 + x_j)`` (the composition's bits); indices outside [0, x.size)
-    drop. Threaded from ``ROWS_PARALLEL_MIN`` entries (one pass for the copy,
+    drop. Threaded from ``CLEAR_PARALLEL_MIN`` entries (one pass for the copy,
     then the k writes split over the cores; for ascending indices, one
     blocked pass)."""
     if x.size >= CLEAR_PARALLEL_MIN:
