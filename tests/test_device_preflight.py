@@ -71,7 +71,8 @@ def test_cpu_graphs_still_use_host_kernels_and_bad_device_is_refused():
     for spec, kernels in (("int8()", {"fold_in", "bucket_min_max", "quantize_pack", "dequantize", "bitcast"}),
                           ("natural()", {"natural_pack", "natural_unpack"}), ("topk(ratio=0.1)", {"top_k_abs"}),
                           ("randomk(ratio=0.1)", {"fold_in", "random_bits"}),
-                          ("onebit()", {"sign_split_pack", "unpack_signs"})):
+                          ("onebit()", {"sign_split_pack", "unpack_signs"}),
+                          ("efsignsgd()", {"sum_abs_pack", "unpack_signs"})):
         progs = D.traced_programs(compressors.parse(spec), f32)
         assert kernels <= {op for op, _ in D.graph_kernels(progs, "CPU")}, spec
         assert D.graph_kernels(progs, "GPU") == [] == D.graph_kernels(progs, "Ascend"), spec

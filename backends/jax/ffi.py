@@ -99,3 +99,11 @@ def target(name: str, make) -> str:
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(fn.address), platform="cpu")
         _REGISTERED[name] = fn
     return name
+
+
+def call(name: str, make, results, *args):
+    """``jax.ffi.ffi_call`` of the target ``name`` (registered by :func:`target`)
+    on ``args``, returning ``results`` (ShapeDtypeStructs); once per worker under vmap."""
+    import jax
+
+    return jax.ffi.ffi_call(target(name, make), results, vmap_method="sequential")(*args)

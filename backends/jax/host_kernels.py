@@ -223,12 +223,6 @@ def thread_safe() -> bool:
     return numba.threading_layer() in ("omp", "tbb")
 
 
-def _call(name: str, make, results, *args):
-    import jax
-
-    return jax.ffi.ffi_call(ffi.target(name, make), results, vmap_method="sequential")(*args)
-
-
 def _tag(dtype) -> str:
     return np.dtype(dtype).name
 
@@ -242,7 +236,7 @@ def quantize_pack(x, offset, inv_scale, bucket: int, top: float, bits: int, key,
 
     t = np.dtype(x.dtype)
     words = -(-x.size // (32 // bits))
-    return _call(f"kfsim_quantize_pack_{_tag(t)}", functools.partial(_quantize_body, t.type),
+    return ffi.call(f"kfsim_quantize_pack_{_tag(t)}", functools.partial(_quantize_body, t.type),
                  jax.ShapeDtypeStruct((words,), np.uint32), x, offset, inv_scale, key,
                  _params(bucket, bits, signed, top))
 
@@ -251,7 +245,7 @@ def dequantize(words, bits: int, count: int, offset, scale, bucket: int, signed:
     import jax
 
     t = np.dtype(offset.dtype)
-    return _call(f"kfsim_dequantize_{_tag(t)}", functools.partial(_dequantize_body, t.type),
+    return ffi.call(f"kfsim_dequantize_{_tag(t)}", functools.partial(_dequantize_body, t.type),
                  jax.ShapeDtypeStruct((count,), t), words, offset, scale, _params(bucket, bits, signed))
 
 
@@ -261,7 +255,7 @@ def bucket_min_max(x, bucket: int):
     t = np.dtype(x.dtype)
     nb = -(-x.size // (bucket or x.size))
     out = jax.ShapeDtypeStruct((nb,), t)  # the body reads and writes the float bits as integers
-    return _call(f"kfsim_bucket_min_max_{_tag(t)}", functools.partial(_min_max_body, t.type), (out, out), x,
+    return ffi.call(f"kfsim_bucket_min_max_{_tag(t)}", functools.partial(_min_max_body, t.type), (out, out), x,
                  _params(bucket))
 
 
@@ -270,7 +264,7 @@ def bucket_norm(x, bucket: int):
 
     t = np.dtype(x.dtype)
     nb = -(-x.size // (bucket if 0 < bucket < x.size else x.size))
-    return _call(f"kfsim_bucket_norm_{_tag(t)}", functools.partial(_norm_body, t.type),
+    return ffi.call(f"kfsim_bucket_norm_{_tag(t)}", functools.partial(_norm_body, t.type),
                  jax.ShapeDtypeStruct((nb,), t), x, _params(bucket))
 
 
@@ -279,7 +273,7 @@ def halving_sum(x, absolute: bool, scale: float = 1.0):
     import jax
 
     t = np.dtype(x.dtype)
-    return _call(f"kfsim_sum{'_abs' if absolute else ''}_{_tag(t)}", functools.partial(_sum_body, t.type, absolute),
+    return ffi.call(f"kfsim_sum{'_abs' if absolute else ''}_{_tag(t)}", functools.partial(_sum_body, t.type, absolute),
                  jax.ShapeDtypeStruct((), t), x, np.asarray(scale, t))
 
 
@@ -288,7 +282,7 @@ def sign_split_sums(x, scale):
 
     t = np.dtype(x.dtype)
     body = functools.partial(_sums_body, t.type, sign_sums.split_sums_into, 5, False)
-    return _call(f"kfsim_sign_split_sums_{_tag(t)}", body,
+    return ffi.call(f"kfsim_sign_split_sums_{_tag(t)}", body,
                  jax.ShapeDtypeStruct((5,), t), x, np.asarray(scale, t))
 
 
@@ -298,7 +292,7 @@ def sum_abs_pack(x, scale):
     t = np.dtype(x.dtype)
     outs = (jax.ShapeDtypeStruct((), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
     body = functools.partial(_sums_body, t.type, sign_sums.abs_sum_pack_into, 1, True)
-    return _call(f"kfsim_sum_abs_pack_{_tag(t)}", body, outs, x,
+    return ffi.call(f"kfsim_sum_abs_pack_{_tag(t)}", body, outs, x,
                  np.asarray(scale, t))
 
 
@@ -308,7 +302,7 @@ def sign_split_pack(x, scale):
     t = np.dtype(x.dtype)
     outs = (jax.ShapeDtypeStruct((5,), t), jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32))
     body = functools.partial(_sums_body, t.type, sign_sums.split_sums_into, 5, True)
-    return _call(f"kfsim_sign_split_pack_{_tag(t)}", body, outs, x,
+    return ffi.call(f"kfsim_sign_split_pack_{_tag(t)}", body, outs, x,
                  np.asarray(scale, t))
 
 
@@ -316,7 +310,7 @@ def pack_signs(x):
     import jax
 
     t = np.dtype(x.dtype)
-    return _call(f"kfsim_pack_signs_{_tag(t)}", functools.partial(_pack_signs_body, t.type),
+    return ffi.call(f"kfsim_pack_signs_{_tag(t)}", functools.partial(_pack_signs_body, t.type),
                  jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32), x)
 
 
@@ -328,7 +322,7 @@ def unpack_signs(words, count: int, pos, neg):
     width = {4: np.uint32, 8: np.uint64}[t.itemsize]
     # the result is declared as floats and written as their bits: an XLA bitcast_convert of a
     # large array is a copy on the CPU
-    return _call(f"kfsim_unpack_signs_{_tag(t)}", functools.partial(_unpack_signs_body, width),
+    return ffi.call(f"kfsim_unpack_signs_{_tag(t)}", functools.partial(_unpack_signs_body, width),
                  jax.ShapeDtypeStruct((count,), t), words, lax.bitcast_convert_type(pos, width),
                  lax.bitcast_convert_type(neg, width))
 
@@ -338,14 +332,14 @@ def natural_pack(x, key):
 
     t = np.dtype(x.dtype)
     words = (jax.ShapeDtypeStruct((-(-x.size // 32),), np.uint32), jax.ShapeDtypeStruct((-(-x.size // 4),), np.uint32))
-    return _call(f"kfsim_natural_pack_{_tag(t)}", functools.partial(_natural_pack_body, t.type), words, x, key)
+    return ffi.call(f"kfsim_natural_pack_{_tag(t)}", functools.partial(_natural_pack_body, t.type), words, x, key)
 
 
 def natural_unpack(signs, exps, count: int):
     import jax
 
     # declared as float32 and written as its bits (an XLA bitcast of a large array is a copy)
-    return _call("kfsim_natural_unpack", lambda: _natural_unpack_body, jax.ShapeDtypeStruct((count,), np.float32),
+    return ffi.call("kfsim_natural_unpack", lambda: _natural_unpack_body, jax.ShapeDtypeStruct((count,), np.float32),
                  signs, exps)
 
 
@@ -359,8 +353,8 @@ def cast16(x, dtype):
 
     src, dst = np.dtype(x.dtype), np.dtype(dtype)
     if dst in NARROWS:
-        return _call(f"kfsim_narrow_{dst.name}", functools.partial(_cast_body, NARROW_ALL[dst][0], np.float32,
+        return ffi.call(f"kfsim_narrow_{dst.name}", functools.partial(_cast_body, NARROW_ALL[dst][0], np.float32,
                                                                    np.uint16),
                      jax.ShapeDtypeStruct(x.shape, dst), x)
-    return _call(f"kfsim_widen_{src.name}", functools.partial(_cast_body, NARROW_ALL[src][1], np.uint16, np.float32),
+    return ffi.call(f"kfsim_widen_{src.name}", functools.partial(_cast_body, NARROW_ALL[src][1], np.uint16, np.float32),
                  jax.ShapeDtypeStruct(x.shape, np.float32), x)
