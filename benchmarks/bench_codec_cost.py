@@ -35,6 +35,11 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    (seconds per coded tensor: the codec's entry, ``call_overhead_us``) on the
    ``--fit-size`` rows (default 10^5 and 2.5·10^7: a fixed and a per-byte cost
    cannot be told apart at one size), 10^6 held out;
+   Both fits price a kernel resident in the cache (its bytes within half the last-level
+   cache: elementwise, reduction and convert kernels, ``compressors.cost.OpCost.resident``)
+   ``cache_speedup`` times faster; that speedup is measured before the rows, by a threaded
+   copy of 1/8 of the cache against one of 1 GiB (``kfsim.testbed.membw``), not fitted
+   (``--cache-speedup 1`` turns the term off; a ``--save`` file keeps the run's figure);
 3. predict every row with the simulator's own pricing (``tensor_codec`` on a
    CPU cluster carrying the fitted ``[codec]`` table) and print measured,
    predicted and the relative error under each fit, then the median and worst
@@ -67,6 +72,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_compressors import STEADY_STEP, best_time, example_specs, make_roundtrip  # noqa: E402
 
 TARGET_MEDIAN, TARGET_WORST = 0.15, 0.35
+SPEEDUP_KEY = "cache_speedup"   # the --save file's measured cache speedup, beside the backends' rows
 
 
 def shape_of(n: float) -> tuple[int, int]:
@@ -135,16 +141,19 @@ def predicted_s(spec: str, shape, cluster) -> float:
     return c.enc + c.decode(1)
 
 
-def fitted_cluster(rows, call: bool = True):
+def fitted_cluster(rows, call: bool = True, speedup: float = 1.0):
     """A CPU cluster whose ``[codec]`` constants are fitted to ``rows`` (seconds, shape, spec);
-    ``call``: with a per-call overhead (one coded tensor per row)."""
+    ``call``: with a per-call overhead (one coded tensor per row); ``speedup``: the measured cache
+    speedup (``kfsim.testbed.membw.cache_speedup``), given, not fitted."""
     from kfsim import catalog
     from kfsim.catalog.cluster import CODEC_CLASSES
     from kfsim.testbed.calibrate import fit_codec, program_totals
-    fit = fit_codec([(t, *program_totals(spec, [shape]), spec, *([1.0] if call else [])) for t, shape, spec in rows])
+    fit = fit_codec([(t, *program_totals(spec, [shape], speedup=speedup), spec, *([1.0] if call else []))
+                     for t, shape, spec in rows])
     codec = catalog.Codec(**{c: fit[f"{c}_gbs"] * 1e9 for c in CODEC_CLASSES},
                           op_overhead=fit["op_overhead_us"] * 1e-6, source=fit["source"],
-                          call_overhead=fit["call_overhead_us"] * 1e-6 if call else None)
+                          call_overhead=fit["call_overhead_us"] * 1e-6 if call else None,
+                          cache_speedup=speedup)
     return catalog.make_cluster(device="cpu")._replace(codec=codec), fit
 
 
@@ -166,6 +175,9 @@ def main(argv=None) -> None:
     ap.add_argument("--fit-size", nargs="+", type=float, default=[1e5, 2.5e7],
                     help="sizes fit B is fitted on (fit A: 1e6, per-op only)")
     ap.add_argument("--no-call", action="store_true", help="fit B without the per-call term")
+    ap.add_argument("--cache-speedup", type=float, default=None,
+                    help="the cache's streaming speedup (default: measured in this run, or the --load file's; "
+                         "1: no in-cache term)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--passes", type=int, default=2,
                     help="passes over every row, each row's best kept: a burst of machine noise hits one pass")
@@ -181,6 +193,23 @@ def main(argv=None) -> None:
           f"on {', '.join(f'{x:g}' for x in a.fit_size)} (per-op{'' if a.no_call else ' + per-call'}); "
           f"target median <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}")
     saved = {}
+    speedup = a.cache_speedup
+    if speedup is None and a.load is not None:
+        try:
+            speedup = json.loads(a.load.read_text()).get(SPEEDUP_KEY)
+        except (OSError, ValueError, AttributeError) as exc:
+            sys.exit(f"bench_codec_cost: cannot read {a.load}: {type(exc).__name__}: {exc}")
+    if speedup is None:
+        from kfsim import catalog
+        from kfsim.testbed.membw import cache_speedup
+        speedup, resident, stream = cache_speedup(catalog.get_device("cpu").cache_bytes)
+        print(f"# cache speedup {speedup:.2f}: a copy of 1/8 of the {catalog.get_device('cpu').cache_bytes / 2**20:g} "
+              f"MiB cache {resident / 1e9:.1f} GB/s, of 1 GiB {stream / 1e9:.1f} GB/s (kfsim.testbed.membw)")
+    elif not speedup >= 1.0:
+        sys.exit(f"bench_codec_cost: --cache-speedup must be >= 1, got {speedup}")
+    else:
+        print(f"# cache speedup {speedup:.2f} (given)")
+    saved[SPEEDUP_KEY] = speedup
     for backend in a.backend:
         measured = []   # (seconds, shape, spec, size)
         if a.load is not None:
@@ -209,7 +238,8 @@ def main(argv=None) -> None:
         fits = {"A": ([1e6], False), "B": (a.fit_size, not a.no_call)}
         clusters = {}
         for name, (sizes, call) in fits.items():
-            clusters[name], fit = fitted_cluster([(t, sh, sp) for t, sh, sp, sz in measured if sz in sizes], call)
+            clusters[name], fit = fitted_cluster([(t, sh, sp) for t, sh, sp, sz in measured if sz in sizes], call,
+                                                 speedup)
             print(f"\n## {backend}: fit {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in fit.items() if k != "source"))
         print(f"\n{'spec':>48} {'elements':>9} {'measured ms':>12} {'A: pred ms':>11} {'A: error':>9} "
               f"{'B: pred ms':>11} {'B: error':>9}")

@@ -52,7 +52,6 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -126,35 +125,8 @@ def load() -> float:
 
 def memory_bandwidth(gib: float, repeat: int) -> tuple[float, str, dict]:
     """Best copy rate (bytes read + written per second) of a >= ``gib`` GiB float32 array, all cores."""
-    n = int(gib * 2**30) // 4
-    src = np.ones(n, dtype=np.float32)
-    dst = np.zeros_like(src)
-    cores = os.cpu_count() or 1
-    bounds = np.linspace(0, n, cores + 1).astype(np.int64)
-    pool = ThreadPoolExecutor(cores)
-
-    def threads():
-        list(pool.map(lambda i: np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]]), range(cores)))
-
-    ways = {"numpy.copyto, 1 thread": lambda: np.copyto(dst, src), f"numpy.copyto, {cores} threads": threads}
-    try:
-        import numba
-
-        @numba.njit(parallel=True)
-        def _copy(d, s_):
-            for i in numba.prange(s_.size):
-                d[i] = s_[i]
-
-        ways[f"numba prange, {numba.get_num_threads()} threads"] = lambda: _copy(dst, src)
-    except ImportError:
-        pass
-    rates = {}
-    for name, fn in ways.items():
-        fn()
-        rates[name] = 8.0 * n / best_time(fn, max(repeat, 5))
-    pool.shutdown()
-    best = max(rates, key=rates.get)
-    return rates[best], best, rates
+    from kfsim.testbed.membw import copy_rate
+    return copy_rate(gib * 2**30, max(repeat, 5))
 
 
 def payload_bytes(comp: C.Compressor, shape) -> float:

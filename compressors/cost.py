@@ -88,6 +88,7 @@ import numpy as np
 
 from compressors.fused import FUSED_NAMES
 from compressors.ops import OP_NAMES
+from compressors.ordering import ascending_vars, distinct
 from compressors.program import BINARY, UNARY, Var, trace_codec, vars_of
 
 CLASSES = ("elementwise", "reduction", "matmul", "select", "gather/scatter", "rng", "pack", "convert")
@@ -133,6 +134,24 @@ class OpCost(NamedTuple):
         if not self.scattered or self.table_bytes <= cache_bytes:
             return 0.0
         return self.scattered * (1.0 - cache_bytes / self.table_bytes) * line_bytes
+
+    def resident(self, cache_bytes: float) -> bool:
+        """Whether the kernel streams its bytes from a cache of ``cache_bytes``: its class is one
+        of :data:`STREAMING` and its bytes fit in a fraction :data:`RESIDENT_FRACTION` of the
+        cache (its input and output stay there between kernels)."""
+        return self.cls in STREAMING and 0.0 < self.bytes_read + self.bytes_written <= RESIDENT_FRACTION * cache_bytes
+
+
+# A kernel whose bytes (read + written) fit in half the last-level cache streams them from the
+# cache: its inputs were just written by the kernel before, and the other half holds that kernel's
+# inputs and whatever else shares the cache. Measured on the development machine (32 MiB L3): a
+# threaded copy of a 4 MiB array moves 180 GB/s, of an 8 MiB one 187, of 16 MiB 162, of 32 MiB 92
+# (the cliff starts past half the cache), of 1 GiB 45-49.
+RESIDENT_FRACTION = 0.5
+# The classes whose time is the streaming of their bytes, so that a faster source speeds them up;
+# select's passes, scattered accesses, threefry, bit packing and thin matmuls are bound by their
+# own work: a cache-resident top-k of 10^6 entries took as long per byte as one of 2.5·10^7.
+STREAMING = frozenset({"elementwise", "reduction", "convert"})
 
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
@@ -210,10 +229,18 @@ class OpCounts(NamedTuple):
                 out["rng"] = t._replace(bytes_written=t.bytes_written + k * c.rng_bytes)
         return out
 
-    def class_bytes(self, cache_bytes: float | None = None, line_bytes: float = 64.0) -> dict[str, float]:
+    def class_bytes(self, cache_bytes: float | None = None, line_bytes: float = 64.0,
+                    speedup: float = 1.0) -> dict[str, float]:
         """Bytes per cost class (read + written, internal draws in ``rng``, missed lines
-        with ``cache_bytes``: :meth:`by_class`)."""
-        return {c: t.bytes_read + t.bytes_written for c, t in self.by_class(cache_bytes, line_bytes).items()}
+        with ``cache_bytes``: :meth:`by_class`); with ``speedup`` > 1 and ``cache_bytes``, the
+        streamed bytes of a :meth:`OpCost.resident` kernel count 1/speedup (the time they take at
+        the class's streaming rate when the cache serves them ``speedup`` times faster)."""
+        out = {c: t.bytes_read + t.bytes_written for c, t in self.by_class(cache_bytes, line_bytes).items()}
+        if speedup != 1.0 and cache_bytes is not None:
+            for c, k in self.entries:
+                if c.resident(cache_bytes):
+                    out[c.cls] -= k * (c.bytes_read + c.bytes_written) * (1.0 - 1.0 / speedup)
+        return out
 
     def ops(self) -> dict[str, float]:
         """Count per op name."""
@@ -223,67 +250,8 @@ class OpCounts(NamedTuple):
         return out
 
 
-def _distinct(vs):
-    seen, out = set(), []
-    for v in vs:
-        if v.id not in seen:
-            seen.add(v.id)
-            out.append(v)
-    return out
-
-
-# Ops whose output 0 is an index array in ascending order, and ops that keep the order of their
-# first argument (concatenate/stack, slices, sums and scaling have their own rules below).
-ASCENDING = frozenset({"top_k_abs", "nonzero", "arange"})
-KEEPS_ORDER = frozenset({"reshape", "astype", "bitcast"})
-SCALED = frozenset({"mul", "floordiv", "rshift", "lshift"})   # by a non-negative scalar: order kept
 SCATTERED = {"gather": 1.0, "scatter_add": 2.0, "clear_at": 2.0}   # line transfers per index
 INDEX_ARG = {"gather": 1, "scatter_add": 0, "clear_at": 1}   # the index array among the traced args
-
-
-def _scalar(a, nonnegative: bool = False) -> bool:
-    """A Python number or a one-entry array (a known value, >= 0 if asked, for a constant)."""
-    if isinstance(a, Var):
-        if a.size > 1:
-            return False
-        return not nonnegative or (a.const is not None and bool(np.all(np.asarray(a.const) >= 0)))
-    return isinstance(a, (int, float, np.number)) and (not nonnegative or a >= 0)
-
-
-def ascending_vars(eqns, links=()) -> frozenset:
-    """Ids of the index arrays of ``eqns`` known not to decrease: outputs of ``top_k_abs``,
-    ``nonzero``, ``arange``; reshapes, casts, slices, concatenations of them (each part walked
-    forward); sums of them and a scalar; their products, quotients and shifts by a non-negative
-    scalar; and what a collective delivers of them (``links``: id sent, id received). Any other
-    index arithmetic counts as scattered (the model's conservative side)."""
-    received = {r: s for s, r in links}
-    up: set = set()
-
-    def ordered(v) -> bool:
-        return isinstance(v, Var) and (v.id in up or received.get(v.id) in up)
-
-    for e in eqns:
-        vs = list(vars_of(e.args))
-        if e.op in ASCENDING:
-            keep = True
-        elif e.op in ("concatenate", "stack"):
-            keep = bool(vs) and all(ordered(v) for v in vs)
-        elif e.op == "getitem":   # a slice walks forward unless its step is negative
-            steps = [i.step for i in e.attrs.get("index", ()) if isinstance(i, slice)]
-            keep = bool(vs) and ordered(vs[0]) and all(st is None or st > 0 for st in steps)
-        elif e.op in KEEPS_ORDER:
-            keep = bool(vs) and ordered(vs[0])
-        elif e.op == "add":
-            keep = any(ordered(a) for a in e.args) and all(ordered(a) or _scalar(a) for a in e.args)
-        elif e.op == "sub":
-            keep = len(e.args) == 2 and ordered(e.args[0]) and _scalar(e.args[1])
-        elif e.op in SCALED:
-            keep = len(e.args) == 2 and ordered(e.args[0]) and _scalar(e.args[1], nonnegative=True)
-        else:
-            keep = False
-        if keep:
-            up.add(e.outs[0].id)
-    return frozenset(up | {r for r, s in received.items() if s in up})
 
 
 def op_cost(eqn, ordered: frozenset = frozenset()) -> OpCost | None:
@@ -293,7 +261,7 @@ def op_cost(eqn, ordered: frozenset = frozenset()) -> OpCost | None:
         raise ValueError(f"op {eqn.op!r} has no cost class (compressors.cost.OP_CLASS)")
     if cls == FREE:
         return None
-    ins = _distinct(vars_of(eqn.args))
+    ins = distinct(vars_of(eqn.args))
     if eqn.op == "astype" and ins and ins[0].dtype == eqn.outs[0].dtype:
         return None  # a cast to the array's own dtype is no kernel
     written = float(sum(o.nbytes for o in eqn.outs))

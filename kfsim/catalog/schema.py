@@ -42,6 +42,7 @@ class DeviceCfg(_Strict):
     codec_source: str = ""
     cache_mib: float = Field(0.0, ge=0, description="last-level cache of scattered gathers/scatters, MiB")
     line_bytes: float = Field(64.0, gt=0, description="bytes a missed scattered access moves")
+    cache_speedup: float = Field(1.0, ge=1, description="streaming rate from the cache over stream_bw_gbs")
 
     @field_validator("codec_factors")
     @classmethod
@@ -60,7 +61,8 @@ class DeviceCfg(_Strict):
                            None if self.stream_bw_gbs is None else self.stream_bw_gbs * 1e9,
                            t(self.fp16_tflops), t(self.bf16_tflops), self.launch_us / 1e6,
                            tuple(sorted((k.replace("_", "/"), float(f)) for k, f in self.codec_factors.items())),
-                           self.codec_source, t(self.tf32_tflops), self.cache_mib * MIB, self.line_bytes)
+                           self.codec_source, t(self.tf32_tflops), self.cache_mib * MIB, self.line_bytes,
+                           self.cache_speedup)
 
 
 class LinkCfg(_Strict):
@@ -227,13 +229,15 @@ class CodecCfg(_Strict):
     convert_gbs: float | None = Field(None, gt=0)
     op_overhead_us: float | None = Field(None, ge=0)
     call_overhead_us: float | None = Field(None, ge=0, description="per coded tensor and exchange, µs")
+    cache_speedup: float | None = Field(None, ge=1, description="streaming rate from the cache over "
+                                        "a class's rate, for kernels resident in it (measured)")
     source: str = ""
 
     def build(self) -> Codec:
         g = lambda x: None if x is None else x * 1e9  # noqa: E731
         us = lambda x: None if x is None else x / 1e6  # noqa: E731
         return Codec(*[g(getattr(self, f"{c}_gbs")) for c in CODEC_CLASSES], us(self.op_overhead_us), self.source,
-                     us(self.call_overhead_us))
+                     us(self.call_overhead_us), self.cache_speedup)
 
 
 LEGACY_CODEC = ("{where}: {tables} — per-compressor codec throughputs are no longer used and were "

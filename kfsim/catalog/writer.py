@@ -87,6 +87,7 @@ def _device_dict(d: Accelerator) -> dict:
         out["codec_source"] = d.codec_source
     out["cache_mib"] = d.cache_bytes / MIB
     out["line_bytes"] = d.line_bytes
+    out["cache_speedup"] = d.cache_speedup
     return out
 
 
@@ -97,6 +98,8 @@ def codec_dict(c: Codec) -> dict:
         out["op_overhead_us"] = c.op_overhead * 1e6
     if c.call_overhead is not None:
         out["call_overhead_us"] = c.call_overhead * 1e6
+    if c.cache_speedup is not None:
+        out["cache_speedup"] = c.cache_speedup
     if c.source and out:
         out["source"] = c.source
     return out

@@ -6,9 +6,11 @@ encode and of its decode of n payloads, each kernel with its bytes read and
 written, its FLOPs (matrix products) and its cost class; this module prices
 those kernels on the cluster's device:
 
-    t(op) = max( (bytes(op) + missed(op)) / bw(class),  flops(op) · f(class) / peak(dtype) )
+    t(op) = max( (bytes(op) / s(op) + missed(op)) / bw(class),  flops(op) · f(class) / peak(dtype) )
             + drawn(op) / bw(rng) + t_launch
     missed(op) = scattered(op) · max(0, 1 − C / table(op)) · L    (C, L: the device's cache and line bytes)
+    s(op)      = S if bytes(op) ≤ C / 2 (resident: ``OpCost.resident``) else 1
+                 (S: the device's ``cache_speedup`` | cluster.codec.cache_speedup, measured)
     bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
@@ -65,6 +67,7 @@ class Rates(NamedTuple):
     call: float = 0.0    # seconds per coded tensor and exchange (the codec's entry)
     cache: float = 0.0   # bytes of the last-level cache scattered accesses hit in
     line: float = 64.0   # bytes a missed access moves
+    speedup: float = 1.0  # streaming rate of a kernel resident in the cache over the class's rate
 
     def peak(self, dtype: str) -> float:
         for d, f in self.flops:
@@ -93,17 +96,21 @@ def rates(cluster) -> Rates:
         flops = tuple((d, float(dev.matmul_flops(d))) for d in ("float32", "float16", "bfloat16", "float64"))
         overhead = over.op_overhead if over.op_overhead is not None else dev.launch_s
         call = over.call_overhead if over.call_overhead is not None else 0.0
+        speedup = over.cache_speedup if over.cache_speedup is not None else dev.cache_speedup
         found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead), float(call),
-                                    float(dev.cache_bytes), float(dev.line_bytes))
+                                    float(dev.cache_bytes), float(dev.line_bytes), float(speedup))
     return found
 
 
 def seconds(counts: OpCounts, r: Rates) -> float:
-    """Σ_ops count · (max((bytes + missed) / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
+    """Σ_ops count · (max((bytes / s + missed) / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
     total = 0.0
     for op, k in counts.entries:
         i = _CLASS_INDEX[op.cls]
-        t = (op.bytes_read + op.bytes_written + op.missed_bytes(r.cache, r.line)) / r.bw[i]
+        streamed = op.bytes_read + op.bytes_written
+        if r.speedup != 1.0 and op.resident(r.cache):
+            streamed /= r.speedup
+        t = (streamed + op.missed_bytes(r.cache, r.line)) / r.bw[i]
         if op.flops:
             t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
         if op.rng_bytes:

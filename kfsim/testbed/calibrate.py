@@ -180,10 +180,11 @@ def _factor(cls: str) -> float:
     return catalog.get_device("cpu").factor(cls)
 
 
-def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], float]:
+def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> tuple[tuple[float, ...], float]:
     """(bytes per cost class in ``compressors.cost.CLASSES`` order, number of ops) of one exchange of
     ``spec`` over ``shapes`` (fp32): every coded tensor's encode and its decode of n payloads, from
-    the compressor's op program."""
+    the compressor's op program; ``speedup``: the cache's (``kfsim.sim.codec``), a resident
+    kernel's bytes counted 1/speedup so that a fitted class rate is the streaming one."""
     import compressors
     from compressors.cost import CLASSES, codec_cost
     from kfsim.sim.codec import reference_ops
@@ -200,7 +201,7 @@ def program_totals(spec: str, shapes, n: int = 1) -> tuple[tuple[float, ...], fl
             continue
         cc = codec_cost(comp, s, "float32", reference_ops())
         for counts in (cc.encode, cc.decode_at(n)):
-            for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes).items():
+            for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes, speedup).items():
                 by_class[cls] += b
             ops += counts.n_ops
     return tuple(by_class[c] for c in CLASSES), ops
