@@ -22,7 +22,9 @@ single-worker encode and n-worker decode, and every equation is counted:
   ``matmul``          ``matmul``, ``matmul_nt``, ``matmul_tn``, ``sub_matmul_nt``
   ``select``          ``top_k``, ``nonzero``, ``top_k_abs`` (selection / sort-like)
   ``gather/scatter``  ``gather``, ``scatter_add``, ``clear_at`` (data-dependent addresses)
-  ``rng``             ``random_bits``, ``uniform``, ``fold_in`` (threefry)
+  ``rng``             ``random_bits``, ``uniform``, ``random_words``, ``fold_in``
+                      (threefry; 4 bytes per block computed: ``random_words`` takes
+                      both words of a block, so half as many per word)
   ``pack``            ``pack_bits``, ``unpack_bits``, ``quantize_pack``,
                       ``dequantize``, ``pack_signs``, ``unpack_signs``
   ``convert``         ``astype`` (a dtype conversion: fp16/bf16 casts, int <-> float)
@@ -42,11 +44,11 @@ single-worker encode and n-worker decode, and every equation is counted:
   :meth:`OpCost.missed_bytes` (priced in the op's own class);
 * the **number of ops** (kernels): each costs a launch/dispatch overhead;
 * **random words drawn inside a fused kernel** (``quantize_pack`` draws one
-  threefry word per two entries, ``natural_pack`` one per entry, see
+  threefry block per four entries, ``natural_pack`` one per two, see
   ``compressors.fused``): threefry is arithmetic, not memory traffic, so a
-  kernel that draws while it packs is priced as its pack bytes *plus* the
-  bytes of those words in the ``rng`` class (``OpCost.rng_bytes``), as if
-  ``random_bits`` had written them; it is still one kernel.
+  kernel that draws while it packs is priced as its pack bytes *plus* 4
+  bytes per block in the ``rng`` class (``OpCost.rng_bytes``), as if
+  ``random_bits`` had written a word per block; it is still one kernel.
 
 Free (no kernel, no bytes, not counted): ``reshape``, ``bitcast`` and static
 slicing ``x[a:b]`` (views), constants (``asarray``; static key arithmetic is
@@ -107,7 +109,7 @@ OP_CLASS: dict[str, str] = {
     "matmul": "matmul", "matmul_nt": "matmul", "matmul_tn": "matmul", "sub_matmul_nt": "matmul",
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
-    "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng",
+    "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng", "random_words": "rng",
     "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
     "pack_signs": "pack", "unpack_signs": "pack", "natural_pack": "pack", "natural_unpack": "pack",
 }
@@ -156,7 +158,9 @@ STREAMING = frozenset({"elementwise", "reduction", "convert"})
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
 # first argument) per uint32 word drawn (compressors.fused states the draws).
-DRAWS_PER_WORD = {"quantize_pack": 2, "natural_pack": 1}
+DRAWS_PER_BLOCK = {"quantize_pack": 4, "natural_pack": 2}
+# Ops that take more than one word from each threefry block: the rng class prices 4 bytes per block.
+WORDS_PER_BLOCK = {"random_words": 2}
 
 
 class ClassTotals(NamedTuple):
@@ -273,8 +277,10 @@ def op_cost(eqn, ordered: frozenset = frozenset()) -> OpCost | None:
     flops, fdt = 0.0, ""
     if cls == "matmul":
         flops, fdt = _matmul_flops(eqn)
-    per = DRAWS_PER_WORD.get(eqn.op)
+    per = DRAWS_PER_BLOCK.get(eqn.op)
     drawn = 4.0 * -(-eqn.args[0].size // per) if per else 0.0
+    if eqn.op in WORDS_PER_BLOCK:
+        written = 4.0 * -(-eqn.outs[0].size // WORDS_PER_BLOCK[eqn.op])
     scattered = table = 0.0
     idx = eqn.args[INDEX_ARG[eqn.op]] if eqn.op in SCATTERED else None
     if isinstance(idx, Var) and idx.id not in ordered:

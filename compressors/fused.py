@@ -48,10 +48,10 @@ class Fused:
 
         returns ``pack_bits(code, bits)``; ``top <= 2**bits - 1``; offset and
         inv_scale are in x's dtype. The uniforms have 16 bits, two per
-        threefry word: with ``r = random_bits(key, (ceil(d / 2),))``,
+        word, four per threefry block: with ``r = random_words(key, (ceil(d / 2),))``,
         ``u_2m = (r_m & 0xFFFF + 0.5) / 2**16`` and ``u_2m+1 = (r_m >> 16 +
         0.5) / 2**16`` (float32, exact). So ``E[code_i] = y_i`` up to 2**-17
-        (one half of the uniform's resolution), for half the random bits.
+        (one half of the uniform's resolution), for a quarter of the threefry blocks.
 
         ``signed``: sign and magnitude (QSGD, TernGrad). The magnitude
         ``|x_i - offset_b| * inv_scale_b`` is rounded the same way (clamped
@@ -72,9 +72,9 @@ class Fused:
         return self.pack_bits(codes, bits)
 
     def _uniform16(self, key: Key, n: int) -> Array:
-        """n float32 uniforms of 16 bits each, two from every threefry word."""
+        """n float32 uniforms of 16 bits each, two from every word of :meth:`random_words`."""
         h = -(-n // 2)
-        r = self.random_bits(key, (h,))
+        r = self.random_words(key, (h,))
         halves = self.stack([r & self.asarray(0xFFFF, np.uint32), r >> self.asarray(16, np.uint32)])
         codes = self.reshape(self.transpose(halves), (2 * h,))[:n]
         return (self.astype(codes, np.float32) + 0.5) * (1.0 / 65536.0)
@@ -182,12 +182,14 @@ class Fused:
         """Natural compression's encoder (``compressors/natural.py`` states
         the rule and the wire format) of a 1-D float32/float64 array:
         ``(signs, exps)`` = (``pack_bits(sign, 1)``, ``pack_bits(E, 8)``),
-        each entry rounded at random, with ``uniform(key, x.shape)``, to one
+        each entry rounded at random, with the 23-bit uniform ``u_i = (w_i >> 9) / 2**23``
+        of word i of ``random_words(key, x.shape)`` (two per threefry block), to one
         of its two neighbouring powers of two. float64 entries go to the
         float32 exponent range (beyond it: inf, or the two neighbours 0 and
         2^-126)."""
         a = self.abs(x)
-        u = self.astype(self.uniform(key, a.shape), a.dtype)
+        u = self.astype(self.astype(self.random_words(key, a.shape) >> self.asarray(9, np.uint32), np.float32)
+                        * (1.0 / 2**23), a.dtype)
         m, e = self.frexp(a)
         normal = self.minimum(self.where(u < m * 2.0 - 1.0, e, e - 1) + 127, 255)
         tiny = self.astype(u < self.ldexp(a, self.full(a.shape, 126, np.int32)), np.int32)

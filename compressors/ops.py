@@ -186,6 +186,12 @@ class Ops(Protocol):
         """uint32 bits, identical to ``jax.random.bits(key, shape)`` with
         ``jax_threefry_partitionable`` (JAX's default since 0.5)."""
 
+    def random_words(self, key: Key, shape: Sequence[int]) -> Array:
+        """uint32 words, both outputs of each threefry block: flat word 2j is y0
+        and 2j + 1 is y1 of ``threefry2x32(key, (0, j))`` (``jax.extend.random.
+        threefry2x32_p``), the blocks :meth:`random_bits` xors (its word j is
+        ``y0 ^ y1``): half the blocks per word."""
+
     def uniform(self, key: Key, shape: Sequence[int]) -> Array:
         """float32 in [0, 1): ``bitcast((bits >> 9) | 0x3F800000) - 1``, the
         values of ``jax.random.uniform(key, shape)``."""

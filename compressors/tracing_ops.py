@@ -126,6 +126,11 @@ class TracingOps(Fused):
         return self._b("random_bits", (key,), shape=tuple(int(s) for s in shape),
                        origin=getattr(key, "origin", None), site=self._prog.rng_sites)
 
+    def random_words(self, key, shape):
+        self._prog.rng_sites += 1
+        return self._b("random_words", (key,), shape=tuple(int(s) for s in shape),
+                       origin=getattr(key, "origin", None), site=self._prog.rng_sites)
+
     def uniform(self, key, shape):
         self._prog.rng_sites += 1
         return self._b("uniform", (key,), shape=tuple(int(s) for s in shape),

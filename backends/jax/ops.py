@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.random import threefry2x32_p
 
 from compressors.fused import Fused
 from backends.jax import host_kernels as host, host_lowrank, host_topk
@@ -265,6 +267,15 @@ class JaxOps(Fused):
     @staticmethod
     def random_bits(key, shape):
         return jax.random.bits(key, tuple(shape), jnp.uint32)
+
+    @staticmethod
+    def random_words(key, shape):
+        shape = tuple(int(s) for s in shape)
+        n = math.prod(shape)
+        blocks = jnp.arange(-(-n // 2), dtype=jnp.uint32)
+        key = jnp.asarray(key, jnp.uint32)
+        y0, y1 = threefry2x32_p.bind(key[0], key[1], jnp.zeros_like(blocks), blocks)
+        return jnp.stack([y0, y1], axis=1).reshape(-1)[:n].reshape(shape)
 
     @staticmethod
     def uniform(key, shape):

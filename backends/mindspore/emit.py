@@ -247,7 +247,7 @@ def _live(prog: Program, outputs: Sequence[Var], em: "Emitter | None" = None, eq
     for eqn in reversed(prog.eqns if eqns is None else eqns):
         if any(o.id in need for o in eqn.outs):
             keep.append(eqn)
-            if em is not None and eqn.op in ("random_bits", "uniform") and not reads_key(em, eqn):
+            if em is not None and eqn.op in ("random_bits", "random_words", "uniform") and not reads_key(em, eqn):
                 continue
             for a in _vars(eqn.args):
                 need.add(a.id)

@@ -75,6 +75,20 @@ def random_bits(em, key: str, shape) -> str:
     return f"ops.reshape(ops.bitwise_xor({y0}, {y1}), {shape!r})"
 
 
+def random_words(em, key: str, shape) -> str:
+    """uint32 of ``shape``: word 2j is x0 and 2j + 1 is x1 of ``threefry(key, (0, j))``."""
+    shape = tuple(int(s) for s in shape)
+    n = int(np.prod(shape)) if shape else 1
+    if n == 0:
+        return f"ops.zeros({shape!r}, ms.uint32)"
+    blocks = -(-n // 2)
+    k0, k1 = _key_words(em, key)
+    idx = em.tmp(f"ops.cast(ops.arange(0, {blocks}, 1, dtype=ms.int32), ms.uint32)")
+    y0, y1 = threefry(em, k0, k1, em.filled((blocks,), 0, np.uint32), idx)
+    pairs = em.tmp(f"ops.reshape(ops.stack(({y0}, {y1}), 1), ({2 * blocks},))")
+    return f"ops.reshape({pairs}[0:{n}], {shape!r})"
+
+
 # -- exact powers of two ---------------------------------------------------------
 
 def _fi(work):

@@ -1,5 +1,5 @@
 """Lowering rules of the randomness ops: ``fold_in``, ``random_bits``,
-``uniform``. RNG mode ``exact`` runs threefry (the JAX bits): the host kernels on CPU,
+``random_words``, ``uniform``. RNG mode ``exact`` runs threefry (the JAX bits): the host kernels on CPU,
 ``backends.mindspore.native``'s uint32 ops in a graph for another device;
 ``fast`` asks for the fastest generator of the graph's device: in a graph for
 GPU/Ascend MindSpore's own generators, seeded per run, site and worker; on CPU the
@@ -59,6 +59,21 @@ def random_bits(em, eqn):
     lim0, lim1 = em.scalar(0, "int32"), em.scalar(65536, "int32")
     em.assign(out, f"ops.cast(ops.add(ops.mul(ops.cast({hi}({shape!r}, {lim0}, {lim1}), ms.int64), "
                    f"{em.scalar(65536, 'int64')}), ops.cast({lo}({shape!r}, {lim0}, {lim1}), ms.int64)), ms.uint32)")
+
+
+def random_words(em, eqn):
+    """Both words of each threefry block: the host kernel on CPU, the native rounds elsewhere;
+    rng "fast" off CPU: MindSpore's generator, as :func:`random_bits`."""
+    from backends.mindspore import native
+    from backends.mindspore import runtime as rt
+    (key,), out, shape = eqn.args, eqn.outs[0], eqn.attrs["shape"]
+    if not _exact(em, eqn):
+        return random_bits(em, eqn)
+    if em.native:
+        em.assign(out, native.random_words(em, em.ref(key), shape))
+        return
+    em.assign(out, f"ops.reshape({em.host(rt.random_words_prim, shape or (1,), op='random_words', hint='words')}"
+                   f"({em.ref(key)}), {shape!r})")
 
 
 def uniform(em, eqn):

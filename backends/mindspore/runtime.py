@@ -173,6 +173,17 @@ def random_bits_prim(shape):
     return custom(fn, lambda k: shape, lambda k: ms_dtype(np.uint32))
 
 
+def random_words_prim(shape):
+    """(key uint32[2]) -> uint32 of ``shape``: both words of each threefry block
+    (``Ops.random_words``), by the NumPy backend's kernel."""
+    shape = tuple(int(s) for s in shape)
+
+    def fn(key):
+        from backends.numpy.threefry import random_words
+        return random_words(np.asarray(key, np.uint32), shape)
+    return custom(fn, lambda k: shape, lambda k: ms_dtype(np.uint32))
+
+
 def bitcast_prim(dtype):
     dtype = np.dtype(dtype)
 

@@ -3,9 +3,10 @@ as one Numba pass each, on all cores from ``PARALLEL_MIN`` entries, in
 blocks of ``WORDS`` sign words (32 entries each, so threads never share a
 word of either output).
 
-The composition's float steps reduce to integers. With ``k = bits >> 9``
-the entry's threefry word cut to the uniform's 23 bits (``u = k / 2**23``
-exactly):
+The composition's float steps reduce to integers. With ``k = w >> 9``
+the entry's threefry word (word i of ``random_words``: both output words of
+each block, ``threefry.fill_words``, drawn a block of entries at a time) cut
+to the uniform's 23 bits (``u = k / 2**23`` exactly):
 
 * float32, finite: write x's bits as exponent field E and mantissa M. A
   normal x rounds up when ``u < 2m - 1 = M / 2**23`` and a subnormal or zero
@@ -27,7 +28,7 @@ import numpy as np
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
 from backends.numpy.fused_sign import bytes_to_words
-from backends.numpy.threefry import key_schedule, threefry_hash
+from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
 _U64 = np.uint64
@@ -66,26 +67,25 @@ def _code64(b, x, k):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp):
+def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp, hw):
     """Sign words [w0, w1) and their entries' exponent bytes. ``xb``: x's bits
-    (uint32 for float32, uint64 for float64), ``wide``: x is float64."""
+    (uint32 for float32, uint64 for float64), ``wide``: x is float64; ``hw``: room
+    for the block's threefry words (entry i takes word i of ``random_words``)."""
     n = xb.size
-    i0 = w0 * 32
+    i0 = w0 * 32   # even: word i0 opens a threefry block
     i1 = min(n, w1 * 32)
-    base = _U(_U(i0) + b)
+    fill_words(a, b, c, i0, i1, hw)
     xs = xb[i0:i1]
     es = exps[i0:i1]
     if wide:
         vs = x[i0:i1]
         for t in range(i1 - i0):
-            k = threefry_hash(a, b, c, _U(_U(t) + base)) >> _U(9)
-            code, s = _code64(xs[t], vs[t], k)
+            code, s = _code64(xs[t], vs[t], hw[t] >> _U(9))
             es[t] = np.uint8(code)
             tmp[t] = np.uint8(s)
     else:
         for t in range(i1 - i0):
-            k = threefry_hash(a, b, c, _U(_U(t) + base)) >> _U(9)
-            code, s = _code32(xs[t], k)
+            code, s = _code32(xs[t], hw[t] >> _U(9))
             es[t] = np.uint8(code)
             tmp[t] = np.uint8(s)
     bytes_to_words(tmp, i1 - i0, signs[w0:w1])
@@ -97,7 +97,8 @@ def _pack_parallel(xb, x, wide, k0, k1, signs, exps):
     nblk = (signs.size + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
         tmp = np.empty(WORDS * 32, np.uint8)
-        _pack_block(xb, x, wide, a, b, c, blk * WORDS, min(signs.size, blk * WORDS + WORDS), signs, exps, tmp)
+        hw = np.empty(WORDS * 32 + 1, np.uint32)
+        _pack_block(xb, x, wide, a, b, c, blk * WORDS, min(signs.size, blk * WORDS + WORDS), signs, exps, tmp, hw)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -108,7 +109,8 @@ def pack_into(xb, x, wide, k0, k1, signs, words):
         _pack_parallel(xb, x, wide, k0, k1, signs, exps)
     elif xb.size:
         a, b, c = key_schedule(k0, k1)
-        _pack_block(xb, x, wide, a, b, c, 0, signs.size, signs, exps, np.empty(signs.size * 32, np.uint8))
+        _pack_block(xb, x, wide, a, b, c, 0, signs.size, signs, exps, np.empty(signs.size * 32, np.uint8),
+                    np.empty(xb.size + 1, np.uint32))
     for j in range(xb.size, exps.size):  # the unused bytes of the last exponent word
         exps[j] = 0
 

@@ -10,7 +10,8 @@ Arithmetic is written in the array's own float type and in the order of the
 reference: ``(x - offset) * inv_scale`` and ``offset + code * scale`` round
 twice (no fused multiply-add; Numba does not contract without ``fastmath``).
 
-The threefry words of a block are stored as they come and read back as
+The threefry words of a block (``random_words``: both output words of each
+block, ``threefry.fill_words``) are stored as they come and read back as
 uint16, which is the uniforms' order (entry 2m + h takes half h of word m),
 so neither loop shuffles; 8- and 16-bit codes go straight into the output's
 bytes or half-words (and are read back from them), other widths through a
@@ -26,7 +27,7 @@ import numpy as np
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
 from backends.numpy.packing import pack_codes, unpack_codes
-from backends.numpy.threefry import key_schedule, threefry_hash
+from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
 
@@ -37,15 +38,6 @@ def _bucket_run(i, i1, B, off, scale):
     lie before i1: one bucket segment of a block, its values loaded once."""
     b = i // B
     return min(i1, (b + 1) * B), off[b], scale[b]
-
-
-@numba.njit(cache=True, nogil=True)
-def _hash_words(a, b, c, m0, m1, hw):
-    """hw[m - m0] = random_bits[m] for m0 <= m < m1; read as uint16 (little-endian),
-    entry 2(m - m0) + h of the view is half h of word m, h = 0 (low) or 1 (high)."""
-    base = _U(_U(m0) + b)
-    for m in range(m1 - m0):
-        hw[m] = threefry_hash(a, b, c, _U(_U(m) + base))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -86,9 +78,9 @@ def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, cod
     i0 = w0 * per
     i1 = min(x.size, w1 * per)
     m0 = i0 >> 1
-    _hash_words(a, b, c, m0, (i1 + 1) >> 1, hw)
+    fill_words(a, b, c, m0, (i1 + 1) >> 1, hw)   # from word 2·(m0 // 2)
     h16 = hw.view(np.uint16)
-    ub = 2 * m0
+    ub = 4 * (m0 >> 1)
     if bits == 8:
         narrow8 = out.view(np.uint8)
     if bits == 16:
@@ -122,7 +114,7 @@ def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
     nblk = (out.size + WORDS - 1) // WORDS
     for ch in numba.prange((nblk + CHUNK - 1) // CHUNK):
         codes = np.empty(WORDS * per, np.uint32)
-        hw = np.empty(WORDS * per // 2 + 1, np.uint32)
+        hw = np.empty(WORDS * per // 2 + 3, np.uint32)
         for blk in range(ch * CHUNK, min(nblk, ch * CHUNK + CHUNK)):
             w0 = blk * WORDS
             _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, min(out.size, w0 + WORDS), out,
@@ -133,7 +125,7 @@ def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
 def _quantize_serial(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
     codes = np.empty(out.size * (32 // bits), np.uint32)
-    hw = np.empty(out.size * (32 // bits) // 2 + 1, np.uint32)
+    hw = np.empty(out.size * (32 // bits) // 2 + 3, np.uint32)
     _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, 0, out.size, out, codes, hw)
 
 

@@ -261,6 +261,10 @@ class NumpyOps(NumpyFused):
         return threefry.random_bits(key, shape)
 
     @staticmethod
+    def random_words(key, shape):
+        return threefry.random_words(key, shape)
+
+    @staticmethod
     def uniform(key, shape):
         return threefry.uniform(key, shape)  # (bits >> 9 | 0x3F800000) - 1, fused
 

@@ -108,6 +108,14 @@ def key_schedule(k0, k1):
 def threefry_hash(a, b, c, ctr):
     """y0 ^ y1 of threefry((a, b), (0, counter)) given ctr = counter + b
     (the first key injection) and c = a ^ b ^ 0x1BD11BDA."""
+    x0, x1 = threefry_pair(a, b, c, ctr)
+    return x0 ^ x1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def threefry_pair(a, b, c, ctr):
+    """(y0, y1) = threefry((a, b), (0, counter)), both output words; ctr and c as
+    :func:`threefry_hash`'s."""
     x0 = a
     x1 = ctr
     x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 13) ^ x0)
@@ -135,7 +143,20 @@ def threefry_hash(a, b, c, ctr):
     x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 26) ^ x0)
     x0 = _U(x0 + x1); x1 = _U(_rotl(x1, 6) ^ x0)
     x0 = _U(x0 + c); x1 = _U(x1 + _U(a + _U(5)))
-    return x0 ^ x1
+    return x0, x1
+
+
+@numba.njit(cache=True, nogil=True)
+def fill_words(a, b, c, m0, m1, hw):
+    """Words [2·(m0 // 2), 2·ceil(m1 / 2)) of :func:`random_words`' stream into hw
+    (word m at hw[m - 2·(m0 // 2)]): word 2j is y0 and 2j + 1 is y1 of the block of counter j.
+    ``c`` as :func:`threefry_hash`'s; the key words a, b."""
+    j0 = m0 >> 1
+    base = _U(_U(j0) + b)
+    for j in range(((m1 + 1) >> 1) - j0):
+        y0, y1 = threefry_pair(a, b, c, _U(_U(j) + base))
+        hw[2 * j] = y0
+        hw[2 * j + 1] = y1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -159,6 +180,22 @@ def _uniform_kernel(k0, k1, start, out):
         out[i] = bits_f32((h >> _U(9)) | _U(0x3F800000)) - np.float32(1.0)
 
 
+@numba.njit(cache=True, nogil=True)
+def _words_kernel(k0, k1, start, out):
+    """out[t] = word start + t of :func:`random_words`' stream (start even)."""
+    a, b, c = key_schedule(k0, k1)
+    fill_words(a, b, c, start, start + out.size, out)
+
+
+@numba.njit(cache=True, parallel=True)
+def _words_parallel(k0, k1, out, chunk):
+    nchunks = (out.size + chunk - 1) // chunk
+    for j in numba.prange(nchunks):
+        lo = j * chunk
+        hi = min(out.size, lo + chunk)
+        _words_kernel(k0, k1, lo, out[lo:hi])
+
+
 @numba.njit(cache=True, parallel=True)
 def _bits_parallel(k0, k1, out, chunk):
     nchunks = (out.size + chunk - 1) // chunk
@@ -180,24 +217,33 @@ def _uniform_parallel(k0, k1, out, chunk):
 _PARALLEL_MIN = 1 << 18
 
 
-def _fill(k, shape, dtype, kernel, parallel, what: str) -> np.ndarray:
-    """Run a counter-mode kernel over ``prod(shape)`` counters (threads above _PARALLEL_MIN)."""
+def _fill(k, shape, dtype, kernel, parallel, what: str, pad: int = 0) -> np.ndarray:
+    """Run a counter-mode kernel over ``prod(shape)`` counters (threads above _PARALLEL_MIN);
+    ``pad``: room for that many entries more (a kernel that writes whole pairs)."""
     k = check_key(k)
     shape = tuple(int(s) for s in shape)
     n = math.prod(shape)
     if n > 1 << 32:
         raise ValueError(f"{what}: {n} elements exceed 2**32")
-    out = np.empty(n, dtype)
+    out = np.empty(n + pad, dtype)
     if n >= _PARALLEL_MIN:
         parallel(np.uint32(k[0]), np.uint32(k[1]), out, 1 << 16)
     elif n:
         kernel(np.uint32(k[0]), np.uint32(k[1]), 0, out)
-    return out.reshape(shape)
+    return out[:n].reshape(shape)
 
 
 def random_bits(k, shape) -> np.ndarray:
     """uint32 bits of ``shape``, identical to ``jax.random.bits(key, shape)``."""
     return _fill(k, shape, np.uint32, _bits_kernel, _bits_parallel, "random_bits")
+
+
+def random_words(k, shape) -> np.ndarray:
+    """uint32 of ``shape``, both output words of each threefry block (``Ops.random_words``):
+    flat word 2j is y0 and 2j + 1 is y1 of ``threefry(key, (0, j))``, the blocks of
+    :func:`random_bits` (whose word j is their xor)."""
+    n = math.prod(int(s) for s in shape)
+    return _fill(k, shape, np.uint32, _words_kernel, _words_parallel, "random_words", pad=n & 1)
 
 
 def uniform(k, shape) -> np.ndarray:
@@ -213,3 +259,13 @@ def random_bits_reference(k, shape) -> np.ndarray:
     y0, y1 = threefry2x32(k[0], k[1], (i >> np.uint64(32)).astype(np.uint32),
                           (i & np.uint64(_M32)).astype(np.uint32))
     return (y0 ^ y1).reshape(shape)
+
+
+def random_words_reference(k, shape) -> np.ndarray:
+    """The same words from the NumPy block function (slow; for tests)."""
+    k = check_key(k)
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    j = np.arange(-(-n // 2), dtype=np.uint32)
+    y0, y1 = threefry2x32(k[0], k[1], np.zeros_like(j), j)
+    return np.stack([y0, y1], axis=1).reshape(-1)[:n].reshape(shape)

@@ -1,5 +1,6 @@
 """Op semantics (see ``tests/backends/semantics.py``): threefry keys,
-``fold_in``, ``random_bits`` and ``uniform``, bit for bit as ``jax.random``.
+``fold_in``, ``random_bits`` and ``uniform``, bit for bit as ``jax.random``; ``random_words``,
+both words of JAX's threefry blocks.
 """
 from __future__ import annotations
 
@@ -52,3 +53,24 @@ def test_random_bits_and_uniform_match_jax(ops, shape):
 def test_random_bits_reference_matches_kernel():
     key = threefry.fold_in(threefry.key(9), 4)
     assert_same_bits(threefry.random_bits(key, (4099,)), threefry.random_bits_reference(key, (4099,)), "kernel")
+
+
+@covers("random_words")
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (2,), (7,), (3, 5), (2, 3, 4), (4097,), (1 << 18,), (300_001,)])
+def test_random_words_are_both_words_of_the_blocks(ops, shape):
+    """Word 2j is y0 and 2j + 1 is y1 of threefry2x32(key, (0, j)), JAX's own primitive; each pair
+    xors to random_bits' word j (the same blocks)."""
+    from jax.extend.random import threefry2x32_p
+    key = jax.random.fold_in(jax.random.PRNGKey(3), 11)
+    k = ops.asarray(np.asarray(key))
+    n = int(np.prod(shape, dtype=np.int64))
+    j = jnp.arange(-(-n // 2), dtype=jnp.uint32)
+    y0, y1 = threefry2x32_p.bind(key[0], key[1], jnp.zeros_like(j), j)
+    want = np.stack([np.asarray(y0), np.asarray(y1)], axis=1).reshape(-1)[:n].reshape(shape)
+    got = ops.random_words(k, shape)
+    assert_same_bits(got, want, "random_words")
+    flat = np.asarray(want).reshape(-1)
+    pairs = flat[: n - n % 2].reshape(-1, 2)
+    bits = np.asarray(jax.random.bits(key, (n // 2,), jnp.uint32))
+    assert np.array_equal(pairs[:, 0] ^ pairs[:, 1], bits)
+    assert_same_bits(threefry.random_words_reference(np.asarray(key), shape), want, "reference")

@@ -49,7 +49,25 @@ def _compare(spec, huge):
         mg, sg = gpu(grads, sg, step)
         for a, b in zip(mc + [x for s in sc for x in s], mg + [x for s in sg for x in s]):
             assert a.dtype == b.dtype and a.shape == b.shape
-            assert np.array_equal(_ftz(a).view(np.uint8), _ftz(b).view(np.uint8)), (spec, step)
+            _same(a, b, (spec, step))
+
+
+def _same(a, b, what):
+    """Bit for bit, except near the subnormal range: a quantizer's decode ``lo + code * step`` of
+    the tiny tensor can cancel to a subnormal, which MindSpore flushes and NumPy keeps (outside
+    the bit contract), and the mean of two workers carries that on. Entries of magnitude at least
+    NEAR_TINY (in either result) are compared bit for bit, smaller ones to within the smallest
+    normal; the big tensor's entries (around 1) are all compared bit for bit."""
+    if a.dtype.kind != "f":
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), what
+        return
+    tiny = np.finfo(a.dtype).tiny
+    near = (np.abs(a) < NEAR_TINY * tiny) & (np.abs(b) < NEAR_TINY * tiny)
+    assert np.array_equal(_ftz(a[~near]).view(np.uint8), _ftz(b[~near]).view(np.uint8)), what
+    assert np.all(np.abs(a[near].astype(np.float64) - b[near]) < tiny), what
+
+
+NEAR_TINY = 64
 
 
 def _ftz(a):

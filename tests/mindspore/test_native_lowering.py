@@ -115,15 +115,21 @@ def test_threefry_native_equals_host_numpy_and_jax():
     keys = np.array([[0, 0], [0, 42], [0xFFFFFFFF, 0xFFFFFFFF], [123456789, 987654321], [0x80000000, 1]], np.uint32)
     data = np.array([0, -5, 2**31 - 1, -2**31, 7], np.int32)
 
+    from backends.numpy.threefry import random_words_reference as words
+
     def build(ops, k, d):
-        return ops.fold_in(k, d), ops.random_bits(k, (5, 7)), ops.random_bits(k, ()), ops.random_bits(k, (1,))
+        return (ops.fold_in(k, d), ops.random_bits(k, (5, 7)), ops.random_bits(k, ()), ops.random_bits(k, (1,)),
+                ops.random_words(k, (3, 5)), ops.random_words(k, (1,)), ops.random_words(k, (2,)))
 
     host_fn, native_fn = (compiled(build, [keys[0], np.asarray(data[0])], dev) for dev in ("CPU", "GPU"))
     for k, d in zip(keys, data):
         d = np.asarray(d)
         host, native = host_fn(k, d), native_fn(k, d)
-        want = [rt.np_fold_in(k, d), rt.np_random_bits(k, (5, 7)), rt.np_random_bits(k, (1,)), rt.np_random_bits(k, (1,))]
-        jax = [J.fold_in(k, d), J.random_bits(k, (5, 7)), J.random_bits(k, ()), J.random_bits(k, (1,))]
+        want = [rt.np_fold_in(k, d), rt.np_random_bits(k, (5, 7)), rt.np_random_bits(k, (1,)), rt.np_random_bits(k, (1,)),
+                words(k, (3, 5)), words(k, (1,)), words(k, (2,))]
+        jax = [J.fold_in(k, d), J.random_bits(k, (5, 7)), J.random_bits(k, ()), J.random_bits(k, (1,)),
+               J.random_words(k, (3, 5)), J.random_words(k, (1,)), J.random_words(k, (2,))]
+        assert len(host) == len(want) == 7
         for i, (h, n, w, j) in enumerate(zip(host, native, want, jax)):
             same_bits(h, n, f"key {k} output {i}: host vs native")
             same_bits(np.asarray(w).reshape(n.shape), n, f"key {k} output {i}: numpy vs native")

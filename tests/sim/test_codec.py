@@ -186,11 +186,11 @@ def test_seconds_follow_the_roofline_formula():
     assert simcodec.codec_cost(ps, (256, 128), slow).enc > simcodec.codec_cost(ps, (256, 128), SEED).enc
 
 
-@pytest.mark.parametrize("spec, d, per", [("quantize(bits=8, bucket=64)", 1001, 2), ("qsgd(levels=15, bucket=64)", 1001, 2),
-                                          ("natural()", 1001, 1)])
+@pytest.mark.parametrize("spec, d, per", [("quantize(bits=8, bucket=64)", 1001, 4), ("qsgd(levels=15, bucket=64)", 1001, 4),
+                                          ("natural()", 1001, 2)])
 def test_random_words_drawn_inside_a_fused_kernel_are_priced_as_rng(spec, d, per):
-    """quantize_pack draws one threefry word per two entries and natural_pack one per entry: the
-    kernel stays one op of its class, and the words' bytes are added in the rng class."""
+    """quantize_pack draws one threefry block per four entries and natural_pack one per two: the
+    kernel stays one op of its class, and 4 bytes per block are added in the rng class."""
     c = counts(spec, (d,))
     drawn = [(op, k) for op, k in c.encode.entries if op.rng_bytes]
     assert len(drawn) == 1 and drawn[0][1] == 1.0
@@ -207,6 +207,21 @@ def test_random_words_drawn_inside_a_fused_kernel_are_priced_as_rng(spec, d, per
     rng_bytes = totals["rng"].bytes_read + totals["rng"].bytes_written
     assert gap == pytest.approx(rng_bytes * (1 / 1e9 - 1 / 1e15))
     assert not any(o.rng_bytes for o, _ in counts("fp16").encode.entries)
+
+
+def test_random_words_are_priced_per_threefry_block():
+    """random_words takes both words of a block: the rng class prices half the bytes of random_bits'
+    one word per block (4 bytes per block computed)."""
+    from compressors.program import Program, TracingOps
+    for n in (0, 1, 2, 7, 1000):
+        prog = Program("test", J)
+        ops = TracingOps(prog)
+        key = prog.input((2,), np.uint32)
+        ops.random_words(key, (n,)), ops.random_bits(key, (n,))
+        got = {e.op: cost.op_cost(e) for e in prog.eqns if e.op in ("random_words", "random_bits")}
+        assert got["random_words"].cls == got["random_bits"].cls == "rng"
+        assert got["random_words"].bytes_written == 4 * -(-n // 2)
+        assert got["random_bits"].bytes_written == 4 * n
 
 
 def test_cluster_codec_overrides_the_device():
