@@ -111,6 +111,7 @@ OP_CLASS: dict[str, str] = {
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng", "random_words": "rng",
     "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
+    "minmax_quantize_pack": "pack",
     "pack_signs": "pack", "unpack_signs": "pack", "natural_pack": "pack", "natural_unpack": "pack",
 }
 _unclassified = (set(OP_NAMES) | set(FUSED_NAMES)) - set(OP_CLASS)
@@ -158,7 +159,7 @@ STREAMING = frozenset({"elementwise", "reduction", "convert"})
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
 # first argument) per uint32 word drawn (compressors.fused states the draws).
-DRAWS_PER_BLOCK = {"quantize_pack": 4, "natural_pack": 2}
+DRAWS_PER_BLOCK = {"quantize_pack": 4, "minmax_quantize_pack": 4, "natural_pack": 2}
 # Ops that take more than one word from each threefry block: the rng class prices 4 bytes per block.
 WORDS_PER_BLOCK = {"random_words": 2}
 

@@ -71,6 +71,27 @@ class Fused:
         codes = self.astype(self.reshape(q, (nb * b,))[:d], np.uint32)
         return self.pack_bits(codes, bits)
 
+    def minmax_quantize_pack(self, x: Array, bucket: int, top: float, bits: int, key: Key) -> tuple:
+        """Min-max stochastic quantization of a 1-D float array, scales and codes in one call
+        (``quantize(bits)``'s encoder): ``(codes, lo_w, step_w)`` with, per bucket,
+
+            (mins, maxs) = bucket_min_max(x, bucket)
+            lo_w   = float32(mins + 0.0),              lo   = lo_w in x's dtype
+            step_w = float32(max((maxs - lo) * (1 / top), 2^-126)),   step = step_w in x's dtype
+            inv    = max(1 / step, 2^-126)
+            codes  = quantize_pack(x, lo, inv, bucket, top, bits, key)
+
+        (``maximum`` keeps a NaN: a bucket holding NaN or an overflowing range puts NaN on
+        the wire). The scales are the float32 the wire carries, and the codes are rounded
+        with those same scales. A kernel may read each bucket once from memory."""
+        mins, maxs = self.bucket_min_max(x, bucket)
+        lo_w = self.astype(mins + 0.0, np.float32)   # + 0.0: -0.0 -> +0.0
+        lo = self.astype(lo_w, x.dtype)
+        step_w = self.astype(self.maximum((maxs - lo) * (1.0 / top), 2.0**-126), np.float32)
+        step = self.astype(step_w, x.dtype)
+        inv = self.maximum(1.0 / step, 2.0**-126)
+        return self.quantize_pack(x, lo, inv, bucket, top, bits, key), lo_w, step_w
+
     def _uniform16(self, key: Key, n: int) -> Array:
         """n float32 uniforms of 16 bits each, two from every word of :meth:`random_words`."""
         h = -(-n // 2)

@@ -15,9 +15,9 @@ no backend flushes a subnormal reciprocal (a bucket whose range exceeds
 quantize(bits=8), int4 = quantize(bits=4). B = 0 means one bucket per
 tensor. Gather: every worker has its own scales.
 
-Written with the fused ops ``bucket_min_max``, ``quantize_pack`` and
-``dequantize`` (``compressors.fused.Fused``): on NumPy each is one pass over
-memory on all cores.
+Written with the fused ops ``minmax_quantize_pack`` (``bucket_min_max``, the
+float32 scales, ``quantize_pack``) and ``dequantize`` (``compressors.fused.Fused``):
+on NumPy the encoder reads each bucket once from memory, on all cores.
 
 Wire format (d entries, nb = ceil(d / B) buckets), in this order:
     codes  uint32[ceil(d / floor(32 / bits))]   q_i packed by ops.pack_bits(., bits)
@@ -44,11 +44,7 @@ def _quantize_leaf(bits: int, bucket: int):
 
     def compress(ops, x, state, keys):
         flat = upcast(ops, ops.reshape(x, (-1,)))
-        mins, maxs = ops.bucket_min_max(flat, bucket)
-        lo_w, lo = Q.wire_scale(ops, mins + 0.0, x.dtype)  # + 0.0: -0.0 -> +0.0
-        step_w, step = Q.wire_scale(ops, Q.floored(ops, (maxs - lo) * (1.0 / top)), x.dtype)
-        inv = Q.floored(ops, 1.0 / step)
-        return (ops.quantize_pack(flat, lo, inv, bucket, top, bits, keys.worker), lo_w, step_w), state
+        return ops.minmax_quantize_pack(flat, bucket, top, bits, keys.worker), state
 
     def decompress(ops, payload, x):
         packed, lo_w, step_w = payload

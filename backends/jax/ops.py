@@ -11,7 +11,7 @@ from jax import lax
 from jax.extend.random import threefry2x32_p
 
 from compressors.fused import Fused
-from backends.jax import host_kernels as host, host_lowrank, host_topk
+from backends.jax import host_kernels as host, host_lowrank, host_quant, host_topk
 from backends.common import UNIFORM_ONE_BITS, is_float, check_bits, int_bounds, next_pow2
 
 
@@ -146,6 +146,12 @@ class JaxOps(Fused):
                 and inv_scale.dtype == x.dtype and key.dtype == jnp.uint32 and key.shape == (2,):
             return host.quantize_pack(x, offset, inv_scale, int(bucket), top, int(bits), key, signed)
         return Fused.quantize_pack(self, x, offset, inv_scale, bucket, top, bits, key, signed)
+
+    def minmax_quantize_pack(self, x, bucket, top, bits, key):
+        check_bits(bits)
+        if host_quant.usable(x, bucket, top, bits, key):
+            return host_quant.minmax_quantize_pack(x, int(bucket), top, int(bits), key)
+        return Fused.minmax_quantize_pack(self, x, bucket, top, bits, key)
 
     def dequantize(self, words, bits, count, offset, scale, bucket, signed=False):
         check_bits(bits)

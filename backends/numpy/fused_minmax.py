@@ -13,7 +13,7 @@ PIECE = 1 << 16  # elements per partial reduction of bucket_min_max
 
 
 @numba.njit(cache=True, nogil=True)
-def _min_max_range(xi, s, e):
+def min_max_range(xi, s, e):
     """(min, max) of the total-order keys of x[s:e] (e > s), where xi is x's
     bits as a signed integer: key = b ^ ((b >> (w-1)) & (2**(w-1) - 1)) orders
     -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN as signed integers, and
@@ -41,9 +41,9 @@ def _min_max_pieces(xi, B, ppb, L, pmin, pmax):
         s = bk * B + (p % ppb) * L
         end = min(n, (bk + 1) * B)
         if min(end, s + L) > s:
-            pmin[p], pmax[p] = _min_max_range(xi, s, min(end, s + L))
+            pmin[p], pmax[p] = min_max_range(xi, s, min(end, s + L))
         else:  # an empty piece repeats the bucket's last entry
-            pmin[p], pmax[p] = _min_max_range(xi, end - 1, end)
+            pmin[p], pmax[p] = min_max_range(xi, end - 1, end)
 
 
 @numba.njit(cache=True, nogil=True)

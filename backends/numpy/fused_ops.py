@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits
-from backends.numpy import buffers, fused_add, fused_lowrank, fused_minmax, fused_natural, fused_norm, fused_quant, \
-    fused_sign, fused_topk, indexing, threefry
+from backends.numpy import buffers, fused_add, fused_lowrank, fused_minmax, fused_minmax_quant, fused_natural, \
+    fused_norm, fused_quant, fused_sign, fused_topk, indexing, threefry
 from backends.numpy.arrays import KERNEL_FLOATS, as_array, vector
 from backends.numpy.blocks import ROWS_PARALLEL_MIN
 from backends.numpy.sign_sums import abs_sum_pack, split_sums
@@ -35,6 +35,14 @@ class NumpyFused(Fused):
         c = lambda v: np.ascontiguousarray(as_array(v), dtype=x.dtype)
         return fused_quant.quantize_pack(np.ascontiguousarray(x), c(offset), c(inv_scale), int(bucket), top,
                                          int(bits), threefry.check_key(key), signed)
+
+    def minmax_quantize_pack(self, x, bucket, top, bits, key):
+        x = vector(x, "minmax_quantize_pack")
+        check_bits(bits)
+        if not fused_minmax_quant.applies(x, int(bucket), int(bits)):
+            return Fused.minmax_quantize_pack(self, x, bucket, top, bits, key)
+        return fused_minmax_quant.minmax_quantize_pack(np.ascontiguousarray(x), int(bucket), float(top), int(bits),
+                                                       threefry.check_key(key))
 
     def dequantize(self, words, bits, count, offset, scale, bucket, signed=False):
         offset = as_array(offset)

@@ -41,7 +41,7 @@ def _bucket_run(i, i1, B, off, scale):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _round_codes(xs, o, s, top, bits, signed, hs, cs):
+def round_codes(xs, o, s, top, bits, signed, hs, cs):
     """cs[t] = code of xs[t] (offset o, inv_scale s) with the uniform (hs[t] + 0.5) / 2**16."""
     zero = top - top
     one = _U(1)
@@ -90,11 +90,11 @@ def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, cod
         e, o, s = _bucket_run(i, i1, B, off, inv)
         hs = h16[i - ub:e - ub]
         if bits == 8:
-            _round_codes(x[i:e], o, s, top, bits, signed, hs, narrow8[i:e])
+            round_codes(x[i:e], o, s, top, bits, signed, hs, narrow8[i:e])
         elif bits == 16:
-            _round_codes(x[i:e], o, s, top, bits, signed, hs, narrow16[i:e])
+            round_codes(x[i:e], o, s, top, bits, signed, hs, narrow16[i:e])
         else:
-            _round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - i0:e - i0])
+            round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - i0:e - i0])
         i = e
     if bits == 8:
         narrow8[i1:w1 * per] = 0  # the unused fields of a last partial word

@@ -59,7 +59,7 @@ def on_jax(fn, *args, dtype):
 
 
 def test_every_fused_op_is_covered():
-    assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
+    assert set(FUSED_NAMES) == {"bucket_min_max", "quantize_pack", "minmax_quantize_pack", "dequantize", "top_k_abs", "clear_at", "sum_abs",
                                 "bucket_norm", "sign_split_sums", "sign_split_pack", "sum_abs_pack", "pack_signs", "unpack_signs", "natural_pack",
                                 "natural_unpack", "add", "matmul_nt", "matmul_tn", "sub_matmul_nt"}
 
