@@ -45,12 +45,10 @@ def _minmax_quantize_body():
 
 def usable(x, bucket: int, top: float, bits: int, key) -> bool:
     """Whether :func:`minmax_quantize_pack` takes the call: a 1-D float32 array the kernels serve
-    (:func:`host_kernels.usable`), buckets of whole code words of at most ``fused_minmax_quant.MAX_BUCKET``
-    entries, an integer ``top`` and a uint32[2] key."""
-    B = int(bucket) or x.size
-    return (x.ndim == 1 and np.dtype(x.dtype) == np.float32 and float(top) == int(top)
-            and host_kernels.usable(x.size, x)
-            and B % (32 // int(bits)) == 0 and B <= fused_minmax_quant.MAX_BUCKET
+    (:func:`host_kernels.usable`) whose buckets the kernel takes (``fused_minmax_quant.applies``),
+    an integer ``top`` and a uint32[2] key."""
+    return (x.ndim == 1 and float(top) == int(top) and host_kernels.usable(x.size, x)
+            and fused_minmax_quant.applies(x, bucket, bits)
             and np.dtype(key.dtype) == np.uint32 and tuple(key.shape) == (2,))
 
 

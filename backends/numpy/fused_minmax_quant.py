@@ -9,9 +9,9 @@ composition's order and float32 roundings::
 
     lo = min + 0.0,  step = max((max - lo) * f32(1 / top), 2^-126),  inv = max(1 / step, 2^-126)
 
-(``maximum`` keeps a NaN). Buckets that are not a whole number of code words, or
-longer than ``MAX_BUCKET``, take the composition's three kernels instead
-(:func:`applies`).
+(``maximum`` keeps a NaN). Buckets that are not a whole number of code words,
+shorter than ``MIN_BUCKET`` or longer than ``MAX_BUCKET`` take the composition's three
+kernels instead (:func:`applies`).
 """
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
 MAX_BUCKET = 1 << 16
+# Shorter buckets take the three kernels: per bucket the pass pays a threefry loop, a min/max loop
+# and a rounding loop too short to run at speed (25M float32, ad hoc: 8-bit codes in buckets of
+# 64 16.5 ms against 11.5, of 256 9.3 against 9.0, of 512 8.2 against 8.7; 4-bit of 512 8.6
+# against 12.3).
+MIN_BUCKET = 512
 TINY = np.float32(2.0**-126)
 NAN_KEY = np.int32(0x7F800001)   # fused_minmax's NaN: the key (and bits) of the +NaN it returns
 INF_KEY, NEG_INF_KEY = np.int32(0x7F800000), np.int32(-0x7F800001)
@@ -35,9 +40,11 @@ TASK_ENTRIES = 1 << 14   # entries per parallel task (its threefry words drawn i
 
 
 def applies(x: np.ndarray, bucket: int, bits: int) -> bool:
-    """Whether the one-pass kernel takes this call (float32, buckets of whole words, in L2)."""
-    B = bucket or x.size
-    return x.dtype == np.float32 and x.size > 0 and B % (32 // bits) == 0 and B <= MAX_BUCKET
+    """Whether the one-pass kernel takes this call: float32, buckets of whole code words of
+    MIN_BUCKET to MAX_BUCKET entries (a one-bucket array of fewer entries too)."""
+    B = int(bucket) or x.size
+    return (x.dtype == np.float32 and x.size > 0 and B % (32 // int(bits)) == 0 and B <= MAX_BUCKET
+            and (B >= MIN_BUCKET or B >= x.size))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

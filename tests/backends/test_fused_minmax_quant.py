@@ -13,7 +13,8 @@ from tests.backends.test_fused import BIG, FLOATS, JAX_SIZES, NP, SIZES, data, f
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("bits,bucket", [(8, 512), (8, 0), (4, 64), (3, 50), (1, 32), (16, 4), (2, 65536), (8, 65540)])
+@pytest.mark.parametrize("bits,bucket", [(8, 512), (8, 0), (4, 512), (3, 520), (1, 1024), (16, 512), (4, 64), (3, 50),
+                                        (2, 65536), (8, 65540)])
 def test_minmax_quantize_pack(n, dtype, bits, bucket):
     """Scales and codes in one call: the one-pass kernel (float32, buckets of whole words of at
     most 2^16) gives the composition's bits (NaN, +-inf, +-0 and runs of one value inside);
@@ -25,7 +26,8 @@ def test_minmax_quantize_pack(n, dtype, bits, bucket):
     got = NP.minmax_quantize_pack(x, bucket, top, bits, key)
     want = Fused.minmax_quantize_pack(NP, x, bucket, top, bits, key)
     kernel = fused_minmax_quant.applies(x, bucket, bits)
-    assert kernel == (dtype == np.float32 and (bucket or n) % (32 // bits) == 0 and (bucket or n) <= 1 << 16)
+    B = bucket or n
+    assert kernel == (dtype == np.float32 and B % (32 // bits) == 0 and B <= 1 << 16 and (B >= 512 or B >= n))
     nb = -(-n // (bucket or n))
     assert got[0].shape == (-(-n // (32 // bits)),) and got[1].shape == got[2].shape == (nb,)
     assert got[1].dtype == got[2].dtype == np.float32
@@ -57,7 +59,7 @@ def test_minmax_quantize_pack_clears_the_unused_fields_of_a_recycled_buffer(bits
     assert_same_bits(steps, ref[2], "step")
 
 
-@pytest.mark.parametrize("bits,bucket", [(8, 512), (4, 64), (3, 50), (8, 65540)])
+@pytest.mark.parametrize("bits,bucket", [(8, 512), (4, 1024), (3, 520), (8, 64), (8, 65540)])
 def test_jax_custom_call_under_jit_and_vmap(bits, bucket):
     """From HOST_MIN entries, on float32 buckets the kernel takes, JAX calls the NumPy kernel (the
     HLO names the target); each of 3 vmapped workers gets its own key's codes; other buckets
@@ -72,7 +74,7 @@ def test_jax_custom_call_under_jit_and_vmap(bits, bucket):
     keys = np.stack([NP.key(s) for s in range(3)])
     f = jax.jit(jax.vmap(lambda x, k: JAX.minmax_quantize_pack(x, bucket, top, bits, k)))
     hlo = f.lower(jnp.asarray(xs), jnp.asarray(keys)).as_text()
-    assert ("kfsim_minmax_quantize_pack" in hlo) == (bucket <= 1 << 16)
+    assert ("kfsim_minmax_quantize_pack" in hlo) == (512 <= bucket <= 1 << 16)
     got = f(jnp.asarray(xs), jnp.asarray(keys))
     for w in range(3):
         want = NP.minmax_quantize_pack(xs[w], bucket, top, bits, keys[w])
