@@ -94,15 +94,6 @@ def example_specs() -> list[str]:
     return list(mod.EXAMPLE_SPECS)
 
 
-def best_time(fn, repeat: int) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def warm_up(fn) -> None:
     """Compile, then call until the timings settle: at least WARMUP_CALLS calls
     and the last one within 25 % of the fastest (at most WARMUP_S seconds).
@@ -121,6 +112,9 @@ def warm_up(fn) -> None:
 
 def load() -> float:
     return os.getloadavg()[0]
+
+
+from kfsim.testbed.membw import best_time  # noqa: E402  (the benchmarks' timer)
 
 
 def memory_bandwidth(gib: float, repeat: int) -> tuple[float, str, dict]:

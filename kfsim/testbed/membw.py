@@ -25,7 +25,8 @@ STREAM_BYTES = 1 << 30     # the streaming copy: 1 GiB, far past any last-level 
 CACHE_FRACTION = 1 / 8     # the resident copy's array, as a fraction of the cache
 
 
-def _best(fn, repeat: int) -> float:
+def best_time(fn, repeat: int) -> float:
+    """Least seconds of ``repeat`` calls of ``fn``."""
     best = math.inf
     for _ in range(repeat):
         t = time.perf_counter()
@@ -57,7 +58,7 @@ def copy_rate(nbytes: float, repeat: int = 5) -> tuple[float, str, dict]:
             pass
         for name, fn in ways.items():
             fn()
-            rates[name] = 8.0 * n / _best(fn, max(repeat, 1))
+            rates[name] = 8.0 * n / best_time(fn, max(repeat, 1))
     best = max(rates, key=rates.get)
     return rates[best], best, rates
 
