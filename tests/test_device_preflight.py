@@ -68,7 +68,7 @@ def test_cpu_graphs_still_use_host_kernels_and_bad_device_is_refused():
     """Lowered for CPU (today's default) the kernels stay host ones (the fused ops are the NumPy
     backend's kernels, ``rules_fused``); GPU/Ascend graphs hold none."""
     f32 = [((40,), np.dtype(np.float32))]
-    for spec, kernels in (("int8()", {"fold_in", "bucket_min_max", "quantize_pack", "dequantize", "bitcast"}),
+    for spec, kernels in (("int8()", {"fold_in", "minmax_quantize_pack", "dequantize", "bitcast"}),
                           ("natural()", {"natural_pack", "natural_unpack"}), ("topk(ratio=0.1)", {"top_k_abs"}),
                           ("randomk(ratio=0.1)", {"fold_in", "random_bits"}),
                           ("onebit()", {"sign_split_pack", "unpack_signs"}),
