@@ -34,7 +34,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _view(addr, n, dtype):
+def view(addr, n, dtype):
     return numba.carray(ptr(addr), (n,), dtype)
 
 
@@ -50,11 +50,11 @@ def _quantize_body(dt):
         pa, _ = buffer(args, 4)
         ra, rd = buffer(rets, 0)
         n, nb = size(xd), size(od)
-        p = _view(pa, 4, np.int32)
-        key = _view(ka, 2, np.uint32)
+        p = view(pa, 4, np.int32)
+        key = view(ka, 2, np.uint32)
         bucket, bits, signed, top = p[0], p[1], p[2] != 0, dt(p[3])
-        x, out = _view(xa, n, dt), _view(ra, size(rd), np.uint32)
-        off, inv = _view(oa, nb, dt), _view(ia, nb, dt)
+        x, out = view(xa, n, dt), view(ra, size(rd), np.uint32)
+        off, inv = view(oa, nb, dt), view(ia, nb, dt)
         if n:
             fused_quant._quantize_parallel(x, off, inv, bucket if bucket else n, top, bits, signed, key[0], key[1],
                                            out)
@@ -70,12 +70,12 @@ def _dequantize_body(dt):
         pa, _ = buffer(args, 3)
         ra, rd = buffer(rets, 0)
         nb, count = size(od), size(rd)
-        p = _view(pa, 3, np.int32)
+        p = view(pa, 3, np.int32)
         bucket, bits, signed = p[0], p[1], p[2] != 0
-        out = _view(ra, count, dt)
+        out = view(ra, count, dt)
         if count:
-            fused_quant._dequantize_parallel(_view(wa, size(wd), np.uint32), bits, _view(oa, nb, dt),
-                                             _view(sa, nb, dt), bucket if bucket else count, signed, out)
+            fused_quant._dequantize_parallel(view(wa, size(wd), np.uint32), bits, view(oa, nb, dt),
+                                             view(sa, nb, dt), bucket if bucket else count, signed, out)
     return body
 
 
@@ -90,9 +90,9 @@ def _min_max_body(dt):
         la, ld = buffer(rets, 0)
         ha, _ = buffer(rets, 1)
         n, nb = size(xd), size(ld)
-        bucket = _view(pa, 1, np.int32)[0]
-        fused_minmax.min_max_into(_view(xa, n, it), bucket if bucket else n, lo_nan, hi_nan, _view(la, nb, it),
-                                  _view(ha, nb, it))
+        bucket = view(pa, 1, np.int32)[0]
+        fused_minmax.min_max_into(view(xa, n, it), bucket if bucket else n, lo_nan, hi_nan, view(la, nb, it),
+                                  view(ha, nb, it))
     return body
 
 
@@ -106,12 +106,12 @@ def _norm_body(dt):
         pa, _ = buffer(args, 1)
         ra, rd = buffer(rets, 0)
         n, nb = size(xd), size(rd)
-        B = _view(pa, 1, np.int32)[0]
+        B = view(pa, 1, np.int32)[0]
         B = B if 0 < B < n else n
         P = 1
         while P < B:
             P <<= 1
-        x, xi, out = _view(xa, n, dt), _view(xa, n, it), _view(ra, nb, dt)
+        x, xi, out = view(xa, n, dt), view(xa, n, it), view(ra, nb, dt)
         if n >= PARALLEL_MIN and nb > 1:
             fused_norm._norms_parallel(x, xi, inf_bits, B, P, out)
         elif nb:
@@ -126,8 +126,8 @@ def _sum_body(dt, absolute):
         sa, _ = buffer(args, 1)
         ra, _ = buffer(rets, 0)
         n = size(xd)
-        _view(ra, 1, dt)[0] = sums.halving_sum(_view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, absolute,
-                                               _view(sa, 1, dt)[0])
+        view(ra, 1, dt)[0] = sums.halving_sum(view(xa, n, dt), n >= sums.SUM_PARALLEL_MIN, absolute,
+                                               view(sa, 1, dt)[0])
     return body
 
 
@@ -143,8 +143,8 @@ def _sums_body(dt, kernel, nsums, signs):
         words = np.empty(0, np.uint32)
         if signs:
             wa, wd = buffer(rets, 1)
-            words = _view(wa, size(wd), np.uint32)
-        kernel(_view(xa, size(xd), dt), _view(sa, 1, dt)[0], _view(ra, nsums, dt), words)
+            words = view(wa, size(wd), np.uint32)
+        kernel(view(xa, size(xd), dt), view(sa, 1, dt)[0], view(ra, nsums, dt), words)
     return body
 
 
@@ -153,7 +153,7 @@ def _pack_signs_body(dt):
     def body(args, rets):
         xa, xd = buffer(args, 0)
         ra, rd = buffer(rets, 0)
-        fused_sign.pack_signs_into(_view(xa, size(xd), dt), _view(ra, size(rd), np.uint32))
+        fused_sign.pack_signs_into(view(xa, size(xd), dt), view(ra, size(rd), np.uint32))
     return body
 
 
@@ -164,8 +164,8 @@ def _unpack_signs_body(width):
         pa, _ = buffer(args, 1)
         na, _ = buffer(args, 2)
         ra, rd = buffer(rets, 0)
-        fused_sign.unpack_signs_into(_view(wa, size(wd), np.uint32), _view(pa, 1, width)[0], _view(na, 1, width)[0],
-                                     _view(ra, size(rd), width))
+        fused_sign.unpack_signs_into(view(wa, size(wd), np.uint32), view(pa, 1, width)[0], view(na, 1, width)[0],
+                                     view(ra, size(rd), width))
     return body
 
 
@@ -180,9 +180,9 @@ def _natural_pack_body(dt):
         sa, sd = buffer(rets, 0)
         ea, ed = buffer(rets, 1)
         n = size(xd)
-        key = _view(ka, 2, np.uint32)
-        fused_natural.pack_into(_view(xa, n, bits_type), _view(xa, n, dt), wide, key[0], key[1],
-                                _view(sa, size(sd), np.uint32), _view(ea, size(ed), np.uint32))
+        key = view(ka, 2, np.uint32)
+        fused_natural.pack_into(view(xa, n, bits_type), view(xa, n, dt), wide, key[0], key[1],
+                                view(sa, size(sd), np.uint32), view(ea, size(ed), np.uint32))
     return body
 
 
@@ -191,8 +191,8 @@ def _natural_unpack_body(args, rets):
     sa, sd = buffer(args, 0)
     ea, ed = buffer(args, 1)
     ra, rd = buffer(rets, 0)
-    fused_natural.unpack_into(_view(sa, size(sd), np.uint32), _view(ea, size(ed), np.uint32),
-                              _view(ra, size(rd), np.uint32))
+    fused_natural.unpack_into(view(sa, size(sd), np.uint32), view(ea, size(ed), np.uint32),
+                              view(ra, size(rd), np.uint32))
 
 
 def _cast_body(kernel, src, dst):
@@ -201,7 +201,7 @@ def _cast_body(kernel, src, dst):
         xa, xd = buffer(args, 0)
         ra, _ = buffer(rets, 0)
         n = size(xd)
-        kernel(_view(xa, n, src), _view(ra, n, dst))
+        kernel(view(xa, n, src), view(ra, n, dst))
     return body
 
 

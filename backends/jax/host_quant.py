@@ -7,14 +7,10 @@ import numba
 import numpy as np
 
 from backends.jax import ffi, host_kernels
-from backends.jax.ffi import buffer, ptr, size
+from backends.jax.ffi import buffer, size
+from backends.jax.host_kernels import view
 from backends.numpy import fused_minmax_quant
 from backends.numpy.blocks import PARALLEL_MIN
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _vector(addr, n, dtype):
-    return numba.carray(ptr(addr), (n,), dtype)
 
 
 def _minmax_quantize_body():
@@ -28,19 +24,18 @@ def _minmax_quantize_body():
         la, ld = buffer(rets, 1)
         sa, _ = buffer(rets, 2)
         n, nb = size(xd), size(ld)
-        p = _vector(pa, 3, np.int32)
-        key = _vector(ka, 2, np.uint32)
+        p = view(pa, 3, np.int32)
+        key = view(ka, 2, np.uint32)
         bits, top = np.int64(p[1]), np.float32(p[2])
         B = np.int64(p[0]) if p[0] else np.int64(n)
-        x, out = _vector(xa, n, np.float32), _vector(ra, size(rd), np.uint32)
-        los, steps = _vector(la, nb, np.float32), _vector(sa, nb, np.float32)
+        x, out = view(xa, n, np.float32), view(ra, size(rd), np.uint32)
+        los, steps = view(la, nb, np.float32), view(sa, nb, np.float32)
         inv_top = np.float32(1.0) / top
         if n >= PARALLEL_MIN:
             fused_minmax_quant.run_parallel(x, B, top, inv_top, bits, key[0], key[1], out, los, steps)
         elif n:
             fused_minmax_quant.run_serial(x, B, top, inv_top, bits, key[0], key[1], out, los, steps)
     return body
-
 
 
 def usable(x, bucket: int, top: float, bits: int, key) -> bool:

@@ -36,7 +36,7 @@ MIN_BUCKET = 512
 TINY = np.float32(2.0**-126)
 NAN_KEY = np.int32(0x7F800001)   # fused_minmax's NaN: the key (and bits) of the +NaN it returns
 INF_KEY, NEG_INF_KEY = np.int32(0x7F800000), np.int32(-0x7F800001)
-TASK_ENTRIES = 1 << 14   # entries per parallel task (its threefry words drawn in one loop)
+TASK_ENTRIES = 1 << 14   # entries per parallel task (whole buckets; scratch allocated once per task)
 
 
 def applies(x: np.ndarray, bucket: int, bits: int) -> bool:
