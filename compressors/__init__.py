@@ -15,7 +15,7 @@ from compressors.registry import describe, entries, parse, register
 # Infrastructure modules; every other module defines compressors and
 # registers them when imported.
 _INFRA = {"core", "exchange", "registry", "ops", "combinator", "protocol", "buckets", "state", "program", "cost",
-          "quant", "signs", "traced", "tracing_ops", "kit", "outer"}
+          "quant", "signs", "traced", "tracing_ops", "kit", "outer", "communicators", "exchange_plan"}
 for _mod in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
     if _mod not in _INFRA and not _mod.startswith("_"):
         _importlib.import_module(f"compressors.{_mod}")

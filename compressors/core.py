@@ -11,6 +11,12 @@ or more communication rounds. Round ``r`` has an aggregation law:
 * ``Law.MAX``: the received value is the elementwise maximum of all
   workers' payloads (an all-reduce with MAX; shared scales of summable
   quantization).
+* ``Law.SCATTER``: an all-to-all. Each payload array is split along axis 0
+  into n parts (``compressors.communicators``); worker j receives part j of
+  every worker's payload, stacked on a new leading axis of size n, and owns
+  that shard (a compressed all-reduce's server for 1/n of the tensor).
+  A round whose ``Round.shard`` is set carries only this worker's shard:
+  its ``bits`` are the whole tensor's, each worker sends ⌈1/n⌉ of them.
 
 A worker runs, for r = 0 .. R-1, ``encode(..., received[:r], r)`` and hands
 the payload to a communicator; when all rounds are received, ``decode``
@@ -28,33 +34,17 @@ comes out, randomness comes from explicit :class:`Keys`.
 """
 from __future__ import annotations
 
-import enum
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from compressors.buckets import DEFAULT_BUCKET_BYTES, assign_buckets, bucket_members
+from compressors.exchange_plan import Collective, ExchangePlan, Law, Round  # noqa: F401  (re-exported)
 from compressors.ops import Array, Key, Ops
 
 State = Any
 Payload = Any
-
-
-class Law(str, enum.Enum):
-    """How the payloads of one round combine across workers."""
-
-    SUM = "sum"
-    GATHER = "gather"
-    MAX = "max"
-
-
-class Round(NamedTuple):
-    """Static description of one communication round for one tensor."""
-
-    law: Law
-    bits: int  # exact bits this worker puts on the wire in this round
-    max_workers: int = 0  # the sum is exact for at most this many workers (integer headroom); 0: any
 
 
 class Keys(NamedTuple):
@@ -210,60 +200,16 @@ class Compressor(NamedTuple):
                         calls.append(Collective(b, r, law, ids, sum(plans[i][r].bits for i in ids)))
         return ExchangePlan(plans, buckets, tuple(calls))
 
-    def payload_bytes(self, tree: Any) -> int:
-        """Bytes one worker hands to the collectives per exchange (all leaves,
+    def payload_bytes(self, tree: Any, workers: int = 1) -> int:
+        """Bytes one of ``workers`` hands to the collectives per exchange (all leaves,
         all rounds; a gathered payload counts once, as its sender's share)."""
-        return self.exchange_plan(tree).payload_bytes
+        return self.exchange_plan(tree).payload_bits_at(workers) // 8
 
     def init(self, ops: Ops, tree: Any) -> State:
         """Fresh state for a pytree of gradients: the same pytree structure with
         each leaf's state (a NamedTuple, or ``()``) in that leaf's place."""
         flat, treedef, protos = self.leaves(tree)
         return _unflatten(treedef, [p.init(ops, x) for x, p in zip(flat, protos)])
-
-
-class Collective(NamedTuple):
-    """One collective call of an exchange: round ``round`` of bucket ``bucket``
-    for the leaves ``leaves`` whose payloads follow ``law`` in that round;
-    ``bits`` is what one worker contributes."""
-
-    bucket: int
-    round: int
-    law: Law
-    leaves: tuple[int, ...]
-    bits: int
-
-
-class ExchangePlan(NamedTuple):
-    """Static description of a compressed exchange of a whole pytree."""
-
-    leaf_rounds: tuple[tuple[Round, ...], ...]   # per leaf (flattened order)
-    buckets: tuple[tuple[int, ...], ...]         # leaf indices, bucket 0 (first ready) first
-    collectives: tuple[Collective, ...]          # in the order every worker issues them
-
-    @property
-    def n_rounds(self) -> int:
-        return max((len(p) for p in self.leaf_rounds), default=0)
-
-    def check_workers(self, n: int) -> None:
-        """The ValueError for n workers beyond a round's integer headroom (``Round.max_workers``)."""
-        cap = min((r.max_workers for p in self.leaf_rounds for r in p if r.max_workers), default=0)
-        check(not cap or n <= cap, f"this compressor's integer sums have headroom for at most {cap} "
-                                   f"workers, the exchange has {n} (raise its workers= parameter)")
-
-    @property
-    def payload_bits(self) -> int:
-        return sum(c.bits for c in self.collectives)
-
-    @property
-    def payload_bytes(self) -> int:
-        return self.payload_bits // 8
-
-    def bits_per_round(self) -> list[int]:
-        out = [0] * self.n_rounds
-        for c in self.collectives:
-            out[c.round] += c.bits
-        return out
 
 
 def _flatten_named(tree: Any):

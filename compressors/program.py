@@ -207,8 +207,9 @@ class CodecProgram(NamedTuple):
 class TracingCommunicator:
     """A communicator for :func:`compressors.protocol.run` over a traced
     program with one local worker out of ``n``: a SUM round delivers a fresh
-    input of the payload's shape, a GATHER round one with a leading axis n
-    (no equation: communication is not codec work). It records what it sent
+    input of the payload's shape, a GATHER round one with a leading axis n, a
+    SCATTER round this worker's n parts (no equation: communication is not
+    codec work). It records what it sent
     and received, and where in the program the last call happened."""
 
     def __init__(self, prog: Program, n: int):
@@ -218,7 +219,7 @@ class TracingCommunicator:
         self.links: list[tuple[int, int]] = []
         self.boundary = 0
 
-    def _deliver(self, law: str, arrays: list, lead: tuple) -> list:
+    def _deliver(self, law: str, arrays: list, shape_of) -> list:
         out = []
         for per_worker in arrays:
             (a,) = per_worker  # one local worker
@@ -228,7 +229,7 @@ class TracingCommunicator:
             else:
                 arr = np.asarray(a)
                 shape, dtype = arr.shape, arr.dtype
-            out.append(self.prog.input(lead + tuple(shape), dtype))
+            out.append(self.prog.input(shape_of(tuple(shape)), dtype))
             if isinstance(a, Var):
                 self.links.append((a.id, out[-1].id))
         self.received.append(Received(law, tuple(o.shape for o in out), tuple(o.dtype.name for o in out)))
@@ -236,10 +237,18 @@ class TracingCommunicator:
         return out
 
     def sum(self, ops, arrays: list) -> list:
-        return self._deliver("sum", arrays, ())
+        return self._deliver("sum", arrays, lambda shape: shape)
 
     def gather(self, ops, arrays: list) -> list:
-        return self._deliver("gather", arrays, (self.n,))
+        return self._deliver("gather", arrays, lambda shape: (self.n,) + shape)
+
+    def scatter(self, ops, arrays: list) -> list:
+        """A SCATTER round: per array, this worker's n received parts ``(n, S, ...)``
+        (``compressors.communicators.shard_rows``), in the workers' form (a list of one)."""
+        from compressors.communicators import shard_rows
+
+        got = self._deliver("scatter", arrays, lambda shape: (self.n, shard_rows(shape[0], self.n)) + shape[1:])
+        return [[g] for g in got]
 
 
 def live_eqns(eqns, outputs) -> list[int]:

@@ -12,6 +12,7 @@ one step of a pytree of gradients:
                                    = comm.sum(payloads)     (L = SUM)
                                    = comm.gather(payloads)  (L = GATHER)
                                    = comm.max(payloads)     (L = MAX)
+                                   = comm.scatter(payloads) (L = SCATTER: each worker its own parts)
     every local worker:  mean, state = decode(x, state, own payloads, received, n)
 
 Buckets are the compressor's :meth:`~compressors.core.Compressor.exchange_plan`
@@ -32,18 +33,20 @@ per array, the stacked array) and return, per array, what every worker
 receives: the rank-order sum ((p_0 + p_1) + p_2 ...) for SUM, the payloads
 stacked on a new leading worker axis for GATHER, the elementwise maximum for
 MAX (a communicator without ``max`` serves a MAX round as a gather and a
-maximum over the worker axis). :class:`Loopback` and
-:class:`StackedLoopback` compute that in process.
+maximum over the worker axis). ``scatter`` (an all-to-all, needed only by
+compressors with SCATTER rounds) returns, per array, what *each* local
+worker receives, in the workers' form (``compressors.communicators``).
+:class:`Loopback` and :class:`StackedLoopback` compute all of it in process.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
-import numpy as np
-
 from compressors.buckets import DEFAULT_BUCKET_BYTES
+from compressors.communicators import (Loopback, Segment, StackedLoopback, all_to_all, fuse,  # noqa: F401
+                                       gather_max, rank_order_sum, scatter_parts, shard_rows, split)
 from compressors.core import Compressor, ExchangePlan, Keys, Law, fold_keys
-from compressors.ops import Array, Ops
+from compressors.ops import Ops
 
 
 class Communicator(Protocol):
@@ -56,6 +59,7 @@ class Communicator(Protocol):
     def gather(self, ops: Ops, arrays: list) -> list: ...
 
     # optional: def max(self, ops: Ops, arrays: list) -> list  (elementwise maximum)
+    # optional: def scatter(self, ops: Ops, arrays: list) -> list  (all-to-all; per local worker)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,6 +107,15 @@ class Loop:
     def loopback(self, n: int) -> "Loopback":
         return Loopback(n)
 
+    def private(self, rounds: list, count: int) -> list:
+        """Per local worker: per round, per leaf, what only that worker received (a SCATTER
+        round's parts; None elsewhere), out of ``rounds`` held in the workers' form."""
+        return [[[v if v is None else v[w] for v in leaves] for leaves in rounds] for w in range(count)]
+
+    def unflatten_each(self, pdef, arrays: list, count: int) -> list:
+        """A SCATTER leaf's received arrays (per array, per local worker) as each worker's pytree."""
+        return [_unflatten(pdef, [a[w] for a in arrays]) for w in range(count)]
+
 
 class Vmap(Loop):
     """Local workers stacked on a leading axis of every leaf; one ``jax.vmap``."""
@@ -144,119 +157,16 @@ class Vmap(Loop):
     def loopback(self, n: int) -> "StackedLoopback":
         return StackedLoopback(n)
 
+    def private(self, rounds: list, count: int) -> list:
+        return rounds   # stacked over the workers already: vmap hands each its row
+
+    def unflatten_each(self, pdef, arrays: list, count: int):
+        return _unflatten(pdef, arrays)
+
 
 LOOP = Loop()
 VMAP = Vmap()
 STRATEGIES = {"loop": LOOP, "vmap": VMAP}
-
-
-# ---------------------------------------------------------------------------------------------
-# In-process communicators
-# ---------------------------------------------------------------------------------------------
-
-def rank_order_sum(values: Sequence) -> Any:
-    """((v_0 + v_1) + v_2) + ...: the order every backend and collective must match."""
-    total = values[0]
-    for v in values[1:]:
-        total = total + v
-    return total
-
-
-def gather_max(ops: Ops, comm: "Communicator", arrays: list) -> list:
-    """A MAX round through ``comm.max``, or as a gather and a maximum over the
-    worker axis where the communicator has no ``max`` (the maximum is exact
-    in any order)."""
-    if hasattr(comm, "max"):
-        return comm.max(ops, arrays)
-    return [ops.max(g, axis=0) if g.size else g[0] for g in comm.gather(ops, arrays)]
-
-
-class Loopback:
-    """All n workers in this process, held as lists (the reference semantics)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def sum(self, ops: Ops, arrays: list) -> list:
-        return [rank_order_sum(a) for a in arrays]
-
-    def gather(self, ops: Ops, arrays: list) -> list:
-        if self.n == 1:  # a leading axis of one: a view, not a copy
-            return [ops.reshape(a[0], (1,) + tuple(a[0].shape)) for a in arrays]
-        return [ops.stack(a) for a in arrays]
-
-    def max(self, ops: Ops, arrays: list) -> list:
-        return [_rank_order_max(ops, a) for a in arrays]
-
-
-def _rank_order_max(ops: Ops, values: Sequence) -> Any:
-    total = values[0]
-    for v in values[1:]:
-        total = ops.maximum(total, v)
-    return total
-
-
-class StackedLoopback:
-    """All n workers in this process, stacked on a leading axis (under vmap)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def sum(self, ops: Ops, arrays: list) -> list:
-        return [rank_order_sum([a[w] for w in range(a.shape[0])]) for a in arrays]
-
-    def gather(self, ops: Ops, arrays: list) -> list:
-        return list(arrays)  # already what an all-gather delivers
-
-    def max(self, ops: Ops, arrays: list) -> list:
-        return [_rank_order_max(ops, [a[w] for w in range(a.shape[0])]) for a in arrays]
-
-
-# ---------------------------------------------------------------------------------------------
-# Fusing a bucket's payloads into flat buffers
-# ---------------------------------------------------------------------------------------------
-
-class Segment(NamedTuple):
-    """Where one payload array lives in its fused buffer."""
-
-    buffer: int
-    offset: int
-    shape: tuple
-
-
-def fuse(ops: Ops, arrays: Sequence[Array]) -> tuple[list[Array], list[Segment]]:
-    """Flatten and concatenate arrays into one flat buffer per dtype (in order of
-    first appearance); empty arrays take no room. Returns (buffers, segments)."""
-    order: list = []
-    parts: dict = {}
-    segs = []
-    for a in arrays:
-        dt = np.dtype(a.dtype)
-        if dt not in parts:
-            order.append(dt)
-            parts[dt] = []
-        pos = sum(int(p.size) for p in parts[dt])
-        segs.append(Segment(order.index(dt), pos, tuple(a.shape)))
-        if a.size:
-            parts[dt].append(ops.reshape(a, (-1,)))
-    bufs = []
-    for dt in order:
-        ps = parts[dt]
-        bufs.append(ps[0] if len(ps) == 1 else ops.concatenate(ps) if ps else ops.zeros((0,), dt))
-    return bufs, segs
-
-
-def split(ops: Ops, buffers: Sequence[Array], segments: Sequence[Segment], lead: tuple = ()) -> list[Array]:
-    """The arrays back out of received buffers; ``lead`` is the leading shape the
-    communicator added (``(n,)`` after a gather, ``()`` after a sum)."""
-    out = []
-    for seg in segments:
-        size = int(np.prod(seg.shape, dtype=np.int64))
-        buf = buffers[seg.buffer]
-        window = (slice(None),) * len(lead) + (slice(seg.offset, seg.offset + size),)
-        part = buf[window] if size else ops.zeros(lead + (0,), buf.dtype)
-        out.append(ops.reshape(part, lead + seg.shape))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,29 +207,33 @@ def run(ops: Ops, comp: Compressor, grads: Any, states: Any, keys: Any, comm: Co
     g_leaves = workers.split_states(grads, treedef)
     s_leaves = workers.split_states(states, treedef)
     rounds = [len(p) for p in plan.leaf_rounds]
-    received: list[list] = []
+    count = workers.count(grads)
+    received: list[list] = []   # per round, per leaf: what every worker received (None: not shared)
+    private: list[list] = []    # per round, per leaf: a SCATTER round's parts, in the workers' form
     own: list = []
     log: list[RoundLog] | None = [] if record else None
 
     for r in range(plan.n_rounds):
         before = list(received)
 
-        def encode(g, s, k, r=r, before=before):
+        def encode(g, s, k, mine, r=r, before=before):
+            got = _merged(before, mine)
             pays, new = [], []
             for i, proto in enumerate(protos):
                 if r < rounds[i]:
                     pay, si = proto.encode(ops, g[i], s[i], fold_keys(ops, k, i),
-                                           tuple(rec[i] for rec in before), r)
+                                           tuple(rec[i] for rec in got), r)
                 else:
                     pay, si = None, s[i]
                 pays.append(pay)
                 new.append(si)
             return pays, new
 
-        out = workers.map(encode, g_leaves, s_leaves, keys)
+        out = workers.map(encode, g_leaves, s_leaves, keys, workers.private(private, count))
         pays, s_leaves = _unzip(workers, out)
         own.append(pays)
         rec: list = [None] * len(protos)
+        prv: list = [None] * len(protos)
         for call in plan.collectives:
             if call.round != r:
                 continue
@@ -328,38 +242,54 @@ def run(ops: Ops, comp: Compressor, grads: Any, states: Any, keys: Any, comm: Co
                 arrs, pdef = workers.flatten_payload(workers.column(pays, i))
                 index.append((i, pdef, len(arrays), len(arrs)))
                 arrays.extend(arrs)
+            if call.law is Law.SCATTER:
+                if not hasattr(comm, "scatter"):
+                    raise ValueError(f"compressor {comp.spec!r} has all-to-all (scatter) rounds; the "
+                                     f"communicator {type(comm).__name__} has no scatter")
+                got = comm.scatter(ops, arrays)
+                for i, pdef, start, size in index:
+                    prv[i] = workers.unflatten_each(pdef, got[start:start + size], count)
+                continue
             if call.law is Law.SUM:
                 got = comm.sum(ops, arrays)
             elif call.law is Law.GATHER:
                 got = comm.gather(ops, arrays)
             else:
                 got = gather_max(ops, comm, arrays)
-            for i, pdef, start, count in index:
-                rec[i] = _unflatten(pdef, got[start:start + count])
+            for i, pdef, start, size in index:
+                rec[i] = _unflatten(pdef, got[start:start + size])
         received.append(rec)
+        private.append(prv)
         if log is not None:
-            log.append(RoundLog(pays, rec))
+            log.append(RoundLog(pays, _merged([rec], [prv])[0]))
 
-    def decode(g, s, mine):
+    def decode(g, s, mine, priv):
+        got = _merged(received, priv)
         outs, new = [], []
         for i, proto in enumerate(protos):
             k = rounds[i]
             y, si = proto.decode(ops, g[i], s[i], tuple(m[i] for m in mine[:k]),
-                                 tuple(rec[i] for rec in received[:k]), n)
+                                 tuple(rec[i] for rec in got[:k]), n)
             outs.append(y)
             new.append(si)
         return outs, new
 
+    privs = workers.private(private, count)
     if isinstance(workers, Vmap):
         import jax.tree_util as jtu
 
-        means, s_leaves = workers.map(decode, g_leaves, s_leaves, own)
+        means, s_leaves = workers.map(decode, g_leaves, s_leaves, own, privs)
         mean = jtu.tree_map(lambda a: a[0], _unflatten(treedef, means))
     else:
         mine = [[own[r][w] for r in range(len(own))] for w in range(len(g_leaves))]
-        means, s_leaves = _unzip(workers, workers.map(decode, g_leaves, s_leaves, mine))
+        means, s_leaves = _unzip(workers, workers.map(decode, g_leaves, s_leaves, mine, privs))
         mean = _unflatten(treedef, means[0])
     return Result(mean, workers.join(treedef, s_leaves), plan, log)
+
+
+def _merged(shared: list, mine: list) -> list:
+    """Per round, per leaf: this worker's private value where it has one, else the shared one."""
+    return [[b if p is None else p for b, p in zip(bl, pl)] for bl, pl in zip(shared, mine)]
 
 
 def _unzip(workers: Loop, out):

@@ -35,6 +35,7 @@ EXAMPLE_SPECS = [
     "signum(beta=0.9)",
     "scaledsign()",
     "efsignsgd()",
+    "doublesqueeze(block=64)",
     "onebit()",
     "powersgd(rank=2)",
     "powersgd(rank=1, warm_start=False, ef=False, min_compression=0.0)",

@@ -9,6 +9,7 @@ the bucket's payloads into one flat buffer per dtype (``protocol.fuse``) and
 * SUM rounds: ``jax.lax.psum`` of each buffer (an all-reduce);
 * GATHER rounds: ``jax.lax.all_gather`` of each buffer (a new leading axis of
   the n workers' payloads, in rank order);
+* SCATTER rounds: ``jax.lax.all_to_all`` of each payload array's n parts;
 
 then splits what it received back into the payload arrays. Empty buffers
 are not sent.
@@ -80,6 +81,15 @@ class AxisCollective:
 
     def gather(self, ops, arrays: list) -> list:
         return self._collect(ops, arrays, lambda b: lax.all_gather(b, self.axis_name), (self.n,))
+
+    def scatter(self, ops, arrays: list) -> list:
+        """SCATTER rounds: ``lax.all_to_all`` of each payload array cut into its n parts
+        (``protocol.scatter_parts``), row i of what arrives being rank i's part for this one."""
+        out = []
+        for (a,) in arrays:
+            parts = ops.stack(protocol.scatter_parts(ops, a, self.n))   # (n, S, ...)
+            out.append([lax.all_to_all(parts, self.axis_name, 0, 0) if parts.size else parts])
+        return out
 
 
 class Exchanged(NamedTuple):

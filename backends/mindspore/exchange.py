@@ -77,8 +77,8 @@ class TracedCollective:
     them as one ``comm_gather`` (AllGather) of 32-bit words, each payload at its
     own width; empty buffers are not sent."""
 
-    def __init__(self, prog: Program, n: int):
-        self.prog, self.n = prog, n
+    def __init__(self, prog: Program, n: int, rank: int = 0):
+        self.prog, self.n, self.rank = prog, n, rank
 
     def _collect(self, ops, arrays, op: str, lead: tuple):
         bufs, segs = protocol.fuse(ops, [a[0] for a in arrays])
@@ -122,6 +122,14 @@ class TracedCollective:
 
     def max(self, ops, arrays):
         return self._collect(ops, arrays, "comm_max", ())
+
+    def scatter(self, ops, arrays):
+        """A SCATTER round as one AllGather of the parts (``protocol.scatter_parts``) and this
+        rank's part of each row: the all-to-all's result, at the all-gather's traffic (MindSpore's
+        AlltoAll is Ascend-only; the simulator prices ``mccl``'s all-to-all as its all-gather)."""
+        rows = [ops.stack(protocol.scatter_parts(ops, a[0], self.n)) for a in arrays]   # (n, S, ...)
+        got = self.gather(ops, [[r] for r in rows])                                    # (n, n, S, ...)
+        return [[g[:, self.rank]] for g in got]
 
 
 def _to_words(ops, b):
@@ -175,7 +183,7 @@ def trace_exchange(comp: Compressor, avals, *, n: int, ranks: Sequence[int], see
         w = ops.fold_in(shared, r + 1)
         w.origin = ("worker", r)
         keys.append(Keys(w, shared, fixed))
-    communicator = protocol.Loopback(n) if comm == "loopback" else TracedCollective(prog, n)
+    communicator = protocol.Loopback(n) if comm == "loopback" else TracedCollective(prog, n, ranks[0])
     res = protocol.run(ops, comp, grads, states, keys, communicator,
                        workers=TracedWorkers(prog, len(ranks)), bucket_bytes=bucket_bytes)
     means, outs = [list(_flat(res.mean)[0])], []

@@ -175,7 +175,7 @@ def compressed_reducer(comp, params: Sequence, *, n: int, rank: int, seed: int =
     cell = build_cell(who + f" reducer rank {rank}/{n}", ["grads"], em.lines, em.objs)
     cell.compressor, cell.n_state, cell.plan = comp, len(t.state_in[0]), t.plan
     cell.wire_bytes, cell.collectives = wire_bytes(t.prog)
-    cell.payload_bytes, cell.buckets, cell.bucket_bytes = t.plan.payload_bytes, len(t.plan.buckets), bucket_bytes
+    cell.payload_bytes, cell.buckets, cell.bucket_bytes = t.plan.payload_bits_at(n) // 8, len(t.plan.buckets), bucket_bytes
     return cell
 
 

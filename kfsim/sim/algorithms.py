@@ -21,6 +21,11 @@ optimised), so c = ⌈g/k⌉ device streams share each NIC. Names:
 * ``mccl``: MindSpore's CPU collective, a ring whose every message is echoed
   back to its sender (2× bytes per rank, a round trip per step)
 
+All-to-all (SCATTER rounds, :func:`alltoall`) is the pairwise exchange for
+every name but ``mccl``, whose lowering (MindSpore's AlltoAll is Ascend-only)
+is an all-gather of the whole payload: per worker (p−1)/p·msg on the wire,
+c·(p−g)/p·msg through each NIC (``mccl``: its all-gather's).
+
 Bytes (per worker, per call; n bytes all-reduced, msg bytes contributed to an
 all-gather; the larger of sent and received, equal for all but the dedicated
 parameter server's gather):
@@ -58,7 +63,7 @@ class NetParams(NamedTuple):
 
 
 NAMES = ("ring", "tree", "rhd", "hierarchical", "ps", "mccl")
-KINDS = ("allreduce", "allgather")
+KINDS = ("allreduce", "allgather", "alltoall")
 
 
 def check_name(name: str) -> str:
@@ -117,12 +122,22 @@ def allgather(name: str, p, m_bytes, net: NetParams):
     check_name(name)
 
 
+def alltoall(name: str, p, m_bytes, net: NetParams):
+    """Seconds for an all-to-all of m bytes per rank (m/p to each rank) over p ranks."""
+    p, g, m, a, b = _levels(p, net)
+    if check_name(name) == "mccl":
+        return cf.mccl_allgather(p, m_bytes, a, b)
+    return cf.pairwise_alltoall(g, m, m_bytes, *_two(net), nics=net.nics_per_node, p=p)
+
+
 def collective_time(name: str, kind: str, p, nbytes, net: NetParams):
-    """:func:`allreduce` or :func:`allgather` by ``kind``."""
+    """:func:`allreduce`, :func:`allgather` or :func:`alltoall` by ``kind``."""
     if kind == "allreduce":
         return allreduce(name, p, nbytes, net)
     if kind == "allgather":
         return allgather(name, p, nbytes, net)
+    if kind == "alltoall":
+        return alltoall(name, p, nbytes, net)
     raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
 
@@ -156,6 +171,8 @@ def wire_bytes(name: str, kind: str, p, nbytes, gpus_per_node=1, servers: int | 
             w = f * (1 + p) * x if servers is None else p * x
         else:
             w = 2 * (p - 1) * x
+    elif kind == "alltoall":
+        w = 2 * (p - 1) * x if name == "mccl" else f * x
     else:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return np.where(p > 1, w, 0.0)
@@ -188,6 +205,8 @@ def nic_bytes(name: str, kind: str, p, nbytes, gpus_per_node=1, nics_per_node=1,
              "hierarchical": c * (m - 1) * x,
              "ps": c * fm * (1 + p) * x if servers is None else c * (1 + p) * x,
              "mccl": 2 * (p - 1) * x}[name]
+    elif kind == "alltoall":
+        w = 2 * (p - 1) * x if name == "mccl" else c * (p - g) / np.maximum(p, 1.0) * x
     else:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return np.where(m > 1, w, 0.0)
@@ -200,7 +219,9 @@ def lower_bound(kind: str, p, nbytes, net: NetParams):
     all-reduce: every rank must send ≥ 2(p−1)/p·n over its device link, every
     node ≥ 2(m−1)/m·n over its k NICs (a node is one process of an m-process
     all-reduce; Patarasuk & Yuan 2009); all-gather: every rank receives
-    (p−1)·msg, every node (m−1)·g·msg foreign bytes through its k NICs."""
+    (p−1)·msg, every node (m−1)·g·msg foreign bytes through its k NICs;
+    all-to-all: every rank sends (p−1)/p·msg, every node its g ranks' off-node
+    parts, g·(p−g)/p·msg, through its k NICs."""
     p = np.asarray(p, dtype=np.float64)
     x = np.asarray(nbytes, dtype=np.float64)
     g = np.maximum(np.minimum(np.asarray(net.gpus_per_node, dtype=np.float64), p), 1.0)
@@ -211,6 +232,8 @@ def lower_bound(kind: str, p, nbytes, net: NetParams):
         dev, nic = 2 * (p - 1) / p * x, 2 * (m - 1) / m * x / k
     elif kind == "allgather":
         dev, nic = (p - 1) * x, (m - 1) * g * x / k
+    elif kind == "alltoall":
+        dev, nic = (p - 1) / p * x, g * (p - g) / p * x / k
     else:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     # one node: the device links only (β₁); several: a device link may be the slower hop too

@@ -286,6 +286,23 @@ def mccl_allgather(p, m, alpha, beta):
     return _one(p, (p - 1) * (2 * a + 2 * m * b))
 
 
+def pairwise_alltoall(g, m, msg, alpha1, beta1, alpha2, beta2, nics=1, p=None):
+    """All-to-all of msg bytes per rank (msg/p to each rank; Thakur et al. 2005's pairwise
+    exchange): p−1 steps, α each, every rank's (p−1)/p·msg over its device link and each NIC
+    carrying its c = ⌈g/k⌉ devices' off-node parts, c·(p−g)/p·msg:
+    (p−1)α + max((p−1)/p·msg·β₁, c·(p−g)/p·msg·β₂), α = α₂ once the job spans nodes.
+    Unlike a reduce-scatter nothing is reduced on the way: every foreign byte crosses a NIC."""
+    g, m, msg, a1, b1, a2, b2 = _f(g, m, msg, alpha1, beta1, alpha2, beta2)
+    p = g * m if p is None else np.asarray(p, dtype=np.float64)
+    c = nic_share(g, nics)
+    multi = m > 1
+    a = np.where(multi, np.maximum(a1, a2), a1)
+    pp = np.maximum(p, 1.0)
+    dev = (p - 1) / pp * msg * b1
+    nic = np.where(multi, c * np.maximum(p - g, 0.0) / pp * msg * b2, 0.0)
+    return _one(p, (p - 1) * a + np.maximum(dev, nic))
+
+
 def bus_bandwidth(alg_bandwidth, p):
     """nccl-tests convention: busbw = algbw × 2(p−1)/p for all-reduce."""
     alg_bandwidth, p = _f(alg_bandwidth, p)

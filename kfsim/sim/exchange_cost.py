@@ -3,12 +3,15 @@
 For each tensor the compressor's ``plan(shape, dtype)`` lists its rounds:
 ``Round(Law.SUM, bits)`` is an all-reduce of ``bits`` per worker,
 ``Round(Law.GATHER, bits)`` an all-gather where each rank contributes
-``bits``, ``Round(Law.MAX, bits)`` an all-reduce with max (priced as SUM). Tensors of one DDP bucket (``compressors.buckets``) travel
+``bits`` (a ``shard`` round: bits/p), ``Round(Law.MAX, bits)`` an all-reduce
+with max (priced as SUM), ``Round(Law.SCATTER, bits)`` an all-to-all of
+``bits`` per rank (``algorithms.alltoall``). Tensors of one DDP bucket (``compressors.buckets``) travel
 together: round r of a bucket is one all-reduce of the summed SUM bytes plus
-one all-gather of the summed GATHER bytes. The bucket's exchange time is
+one all-gather of the summed GATHER bytes (shard rounds' bytes / p) plus one
+all-to-all of the summed SCATTER bytes. The bucket's exchange time is
 (collectives.md)
 
-    T_b = T_enc,b + Σ_r [ T_AR(n_sum,r) + T_AG(m_gather,r) ] + T_dec,b,
+    T_b = T_enc,b + Σ_r [ T_AR(n_sum,r) + T_AG(m_gather,r) + T_A2A(m_scatter,r) ] + T_dec,b,
     T_enc,b = Σ_{t ∈ b} T_enc(t),   T_dec,b = Σ_{t ∈ b} max(T_dec(t) + p · T_dec1(t), 0)
 
 with T_enc(t), T_dec(t) and T_dec1(t) (decode per gathered payload) the
@@ -45,6 +48,17 @@ class TensorPlan(NamedTuple):
     dec_s: np.ndarray | None = None            # (T,) decode seconds, fixed part
     dec_per_worker_s: np.ndarray | None = None  # (T,) decode seconds per gathered payload (× p)
     max_workers: int = 0           # integer sums have headroom for at most this many workers (0: any)
+    scatter_bytes: np.ndarray | None = None    # (T, R) all-to-all bytes per rank (None: no SCATTER round)
+    shard_bytes: np.ndarray | None = None      # (T, R) shard-round all-gather bytes of the whole (÷ p per rank)
+
+    def gather_at(self, p) -> np.ndarray:
+        """(T, R) all-gather bytes each of p ranks contributes (shard rounds: ⌈1/p⌉ of theirs)."""
+        return self.gather_bytes if self.shard_bytes is None else self.gather_bytes + self.shard_bytes / p
+
+    def payload_at(self, p) -> float:
+        """Payload bytes one of p workers hands to the collectives per exchange."""
+        a2a = 0.0 if self.scatter_bytes is None else float(self.scatter_bytes.sum())
+        return float(self.sum_bytes.sum() + self.gather_at(p).sum()) + a2a
 
     def check_workers(self, p: int, spec: str = "the compressor") -> None:
         """The ValueError for p workers beyond the plan's integer headroom."""
@@ -91,8 +105,7 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None, names=None) 
     T = len(plans)
     item = np.dtype(dtype).itemsize
     dense = np.array([math.prod(s) * item for s in shapes], dtype=np.float64)
-    sb = np.zeros((T, R))
-    gb = np.zeros((T, R))
+    sb, gb, ab, hb = (np.zeros((T, R)) for _ in range(4))
     coded = np.ones(T, dtype=bool)
     cap = min((r.max_workers for p in plans for r in p if r.max_workers), default=0)
     for t, plan in enumerate(plans):
@@ -100,20 +113,23 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None, names=None) 
             if rnd.law in (Law.SUM, Law.MAX):   # MAX: an all-reduce with max instead of +
                 sb[t, r] = rnd.bits / 8.0
             elif rnd.law == Law.GATHER:
-                gb[t, r] = rnd.bits / 8.0
+                (hb if rnd.shard else gb)[t, r] = rnd.bits / 8.0
+            elif rnd.law == Law.SCATTER:
+                ab[t, r] = rnd.bits / 8.0
             else:
                 raise ValueError(f"unknown aggregation law {rnd.law!r} in plan of {comp.spec}")
         if len(plan) == 1 and plan[0].law == Law.SUM and plan[0].bits == dense[t] * 8:
             coded[t] = not is_dense_exchange(comps[t], shapes[t], dtype)
+    extra = dict(scatter_bytes=ab if ab.any() else None, shard_bytes=hb if hb.any() else None)
     if cluster is None:
-        return TensorPlan(dense, sb, gb, coded, max_workers=cap)
+        return TensorPlan(dense, sb, gb, coded, max_workers=cap, **extra)
     r = rates(cluster)
     dt = np.dtype(dtype).name
     cost = np.zeros((3, T))
     for t, s in enumerate(shapes):
         if coded[t]:
             cost[:, t] = tensor_codec(comps[t], s, dt, r)
-    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap)
+    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap, **extra)
 
 
 def is_dense_exchange(comp, shape: tuple, dtype: str = "float32") -> bool:
@@ -138,10 +154,11 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
         raise ValueError("bucket_cost needs a priced TensorPlan: tensor_plan(comp, shapes, cluster=cluster)")
     B = int(bucket_ids.max()) + 1 if len(bucket_ids) else 0
     R = plan.sum_bytes.shape[1]
-    sums = np.zeros((B, R))
-    gath = np.zeros((B, R))
+    sums, gath, scat = np.zeros((B, R)), np.zeros((B, R)), np.zeros((B, R))
     np.add.at(sums, bucket_ids, plan.sum_bytes)
-    np.add.at(gath, bucket_ids, plan.gather_bytes)
+    np.add.at(gath, bucket_ids, plan.gather_at(p))
+    if plan.scatter_bytes is not None:
+        np.add.at(scat, bucket_ids, plan.scatter_bytes)
     enc = np.zeros(B)
     dec = np.zeros(B)
     np.add.at(enc, bucket_ids, plan.enc_s)
@@ -152,13 +169,15 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
     else:
         ar = comm_fn("allreduce", p, sums)
         ag = comm_fn("allgather", p, gath)
+    a2a = algorithms.alltoall(collective, p, scat, net)    # closed form also under the flow-level network
     ar = np.where(sums > 0, ar + call_s, 0.0)
     ag = np.where(gath > 0, ag + call_s, 0.0)
-    comm = (ar + ag).sum(axis=1)
-    sent = sums.sum(axis=1) + gath.sum(axis=1)
+    a2a = np.where(scat > 0, a2a + call_s, 0.0)
+    comm = (ar + ag + a2a).sum(axis=1)
+    sent = sums.sum(axis=1) + gath.sum(axis=1) + scat.sum(axis=1)
     g = net.gpus_per_node
-    wire = (algorithms.wire_bytes(collective, "allreduce", p, sums, g, net.servers).sum(axis=1)
-            + algorithms.wire_bytes(collective, "allgather", p, gath, g, net.servers).sum(axis=1))
+    wire = sum(algorithms.wire_bytes(collective, kind, p, x, g, net.servers).sum(axis=1)
+               for kind, x in (("allreduce", sums), ("allgather", gath), ("alltoall", scat)))
     return BucketCost(comm, enc, dec, sent, R, wire)
 
 

@@ -73,5 +73,5 @@ def predict_local(model, cluster, compressor, workers: int, algo: LocalSGD, *,
         e = float(b.total_s - b.compute_s) if workers > 1 else 0.0
         exch.append(e)
         exposed.append(max(0.0, e - algo.delay * inner))
-        sent.append(payload_bytes(sub, comp) if workers > 1 else 0)
+        sent.append(payload_bytes(sub, comp, workers=workers) if workers > 1 else 0)
     return LocalTiming(algo, inner, tuple(exch), tuple(exposed), tuple(sent))

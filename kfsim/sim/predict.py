@@ -161,13 +161,14 @@ def single_worker_time(model, cluster, batch_per_worker: int | None = None) -> f
     return ct.total
 
 
-def payload_bytes(model, compressor, step: int | None = None) -> float:
+def payload_bytes(model, compressor, step: int | None = None, workers: int = 1) -> float:
     """Payload bytes of one worker per iteration (all tensors, all rounds): the
-    compressor's encoded size, independent of p and of the collective. The bytes
-    on the wire are ``predict_iteration(...).wire_bytes_per_worker``."""
+    compressor's encoded size, independent of the collective and of p but for
+    a shard round's 1/p share (``workers``). The bytes on the wire are
+    ``predict_iteration(...).wire_bytes_per_worker``."""
     m = as_model(model)
     plan = tensor_plan(as_compressor(compressor, step), m.tensor_shapes, names=m.tensor_names)
-    return float(plan.sum_bytes.sum() + plan.gather_bytes.sum())
+    return plan.payload_at(int(workers))
 
 
 def wire_bytes(model, compressor, step: int | None = None) -> float:

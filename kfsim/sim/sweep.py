@@ -10,8 +10,9 @@
   collective is affine in the message size on each round it runs (``T(n) = A + S·n`` for n > 0, 0
   for n = 0; checked at run time), so A and S for all-reduce and all-gather come from two
   evaluations of the closed forms (:mod:`kfsim.sim.algorithms`) over the (bandwidth, workers) grid,
-  and a bucket's exchange is ``Σ_r [n_r>0]·A + S·Σ_r n_r`` — the cumulative communication of all
-  buckets of all configurations is one matrix product (B × 4) @ (4 × configs);
+  and a bucket's exchange is ``Σ_r [n_r>0]·A + S·Σ_r n_r`` (all-to-all alike; a shard round's
+  all-gather bytes n contribute S·n/p) — the cumulative communication of all buckets of all
+  configurations is one matrix product (B × 7) @ (7 × configs);
 * the DDP pipeline (:func:`kfsim.sim.pipeline.schedule`) over a trailing configuration axis:
   the serial-chain recurrences run bucket by bucket on vectors of configurations
   (:func:`_chain_end`, the kernel :func:`schedule_batch` shares and tests against ``schedule``).
@@ -118,7 +119,8 @@ class _Group(NamedTuple):
     ready: np.ndarray       # (B,)
     cum_enc: np.ndarray     # (B,) cumsum(enc)
     enc_sum: float
-    M: np.ndarray           # (4, B): rounds with SUM bytes, SUM bytes, rounds with GATHER bytes, GATHER bytes
+    M: np.ndarray           # (7, B): rounds with SUM bytes, SUM bytes, rounds with GATHER bytes, GATHER bytes,
+    #                         rounds with SCATTER bytes, SCATTER bytes, shard-round GATHER bytes (÷ p)
     ids: np.ndarray         # (T,) bucket of each tensor
     dec_s: np.ndarray       # (T,) fixed decode seconds
     dec_pw: np.ndarray      # (T,) decode seconds per gathered payload
@@ -134,17 +136,21 @@ def _group(m, cl, comp, batch: int, bucket_mb: float) -> _Group:
     B = len(ready)
     plan = tensor_plan(comp, m.tensor_shapes, cluster=cl, names=m.tensor_names)  # priced: codec seconds per tensor
     R = plan.sum_bytes.shape[1]
-    sums, gath, enc = np.zeros((B, R)), np.zeros((B, R)), np.zeros(B)
+    sums, gath, scat, shard = (np.zeros((B, R)) for _ in range(4))
+    enc = np.zeros(B)
     np.add.at(sums, ids, plan.sum_bytes)            # as exchange_cost.bucket_cost
     np.add.at(gath, ids, plan.gather_bytes)
+    for to, x in ((scat, plan.scatter_bytes), (shard, plan.shard_bytes)):
+        if x is not None:
+            np.add.at(to, ids, x)
     np.add.at(enc, ids, plan.enc_s)
     enc += np.bincount(ids, minlength=B) * cl.overheads.tensor_s     # per-tensor hooks (pipeline's ``hook``)
-    M = np.stack([(sums > 0).sum(axis=1), np.where(sums > 0, sums, 0.0).sum(axis=1),
-                  (gath > 0).sum(axis=1), np.where(gath > 0, gath, 0.0).sum(axis=1)]).astype(np.float64)
+    M = np.stack([(sums > 0).sum(axis=1), sums.sum(axis=1), (gath + shard > 0).sum(axis=1), gath.sum(axis=1),
+                  (scat > 0).sum(axis=1), scat.sum(axis=1), shard.sum(axis=1)]).astype(np.float64)
     for a in (ready, M):
         a.flags.writeable = False
     return _Group(ct.fwd, ct.bwd, ct.opt, ready, np.cumsum(enc), float(enc.sum()), M, ids,
-                  plan.dec_s, plan.dec_per_worker_s, float(max(sums.max(initial=0.0), gath.max(initial=0.0))),
+                  plan.dec_s, plan.dec_per_worker_s, float(max(x.max(initial=0.0) for x in (sums, gath, scat, shard))),
                   plan.max_workers)
 
 
@@ -160,21 +166,22 @@ def _decodes(g: _Group, p: np.ndarray):
 
 
 def _affine(coll: str, p, net, nmax: float):
-    """(A, S) of all-reduce and all-gather over the grid: T(n) = A + S·n for n > 0."""
+    """(A, S) of all-reduce, all-gather and all-to-all over the grid (T(n) = A + S·n for n > 0),
+    and S/p of the all-gather (a shard round's bytes n: each rank contributes n/p)."""
     n1 = 2.0 ** math.ceil(math.log2(max(nmax, 1.0)))
     out = []
-    for fn in (algorithms.allreduce, algorithms.allgather):
+    for fn in (algorithms.allreduce, algorithms.allgather, algorithms.alltoall):
         a = np.asarray(fn(coll, p, 0.0, net), dtype=np.float64)
         s = (np.asarray(fn(coll, p, n1, net), dtype=np.float64) - a) / n1
         mid = np.asarray(fn(coll, p, n1 / 4, net))
         if not np.allclose(a + s * (n1 / 4), mid, rtol=1e-9, atol=0.0):
             raise NotImplementedError(f"collective {coll!r} is not affine in the message size")
         out += [np.broadcast_to(a, np.broadcast_shapes(a.shape, s.shape)), s]
-    return out
+    return out + [out[3] / p]
 
 
 def _group_totals(g: _Group, coef: np.ndarray, p: np.ndarray, overlap: bool, lam: float) -> np.ndarray:
-    """Totals (K, W) for one group; coef (4, K, W) = A_ar, S_ar, A_ag, S_ag."""
+    """Totals (K, W) for one group; coef (7, K, W) = A_ar, S_ar, A_ag, S_ag, A_a2a, S_a2a, S_ag/p."""
     K, W = coef.shape[1:]
     dec = _decodes(g, p)                        # (W or 1, B)
     csum = np.tensordot(g.M.sum(axis=1), coef, axes=1)       # Σ_b comm_b, (K, W)
@@ -269,9 +276,8 @@ def sweep_grid(models, cluster, compressors, workers: Sequence[int], bandwidths:
     beta = 1.0 / (bws * cl.inter.efficiency)                  # as Link.beta
     net = net._replace(beta_inter=beta[:, None])
     nmax = max(g.max_bytes for row in groups for g in row)
-    coef = np.stack(np.broadcast_arrays(*_affine(coll, p[None, :], net, nmax)))     # (4, K, W)
-    coef[0] += cl.overheads.collective_s        # per collective call: into A of all-reduce and all-gather
-    coef[2] += cl.overheads.collective_s
+    coef = np.stack(np.broadcast_arrays(*_affine(coll, p[None, :], net, nmax)))     # (7, K, W)
+    coef[[0, 2, 4]] += cl.overheads.collective_s   # per collective call: into A of each collective
     one = p == 1
     for i, row in enumerate(groups):
         for j, g in enumerate(row):

@@ -96,9 +96,9 @@ class Batches:
         return self._perm[i * self.batch:(i + 1) * self.batch]
 
 
-def wire_bytes(comp, params, t: int) -> int:
-    """Payload bytes one worker hands to the collectives at step t (the compressor's exchange plan)."""
-    return comp.step(t).payload_bytes(params)
+def wire_bytes(comp, params, t: int, workers: int = 1) -> int:
+    """Payload bytes one of ``workers`` hands to the collectives at step t (the compressor's exchange plan)."""
+    return comp.step(t).payload_bytes(params, workers)
 
 
 _DEVICE: list = []  # (host array, its device copy), newest last
@@ -217,7 +217,7 @@ class Trainer:
     def bytes_at(self, t: int) -> int:
         key = self.comp.phase_of(t)
         if key not in self._bytes:
-            self._bytes[key] = wire_bytes(self.comp, self._template, t)
+            self._bytes[key] = wire_bytes(self.comp, self._template, t, self.cfg.workers)
         return self._bytes[key]
 
     def test_metrics(self, params) -> tuple[float, float]:

@@ -35,8 +35,9 @@ SEED = 3
 STEPS = 2
 # a SUM law, EF around a GATHER law (with a leaf large enough for the CPU
 # host top-k path), stochastic GATHER (worker keys), two SUM rounds with
-# state, GATHER of sign bits, SUM with the shared key
-SPECS = ["none()", "ef(topk(ratio=0.1))", "int8()", "powersgd(rank=2)", "signsgd()", "randomk(ratio=0.2)"]
+# state, GATHER of sign bits, SUM with the shared key, all-to-all then a shard all-gather
+SPECS = ["none()", "ef(topk(ratio=0.1))", "int8()", "powersgd(rank=2)", "signsgd()", "randomk(ratio=0.2)",
+         "doublesqueeze(block=64)"]
 
 
 def grads_for(worker: int, big: bool = False) -> dict:

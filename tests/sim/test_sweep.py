@@ -13,7 +13,7 @@ SEED = catalog.seed_cluster()
 CUSTOM = ModelProfile("custom-mlp", [[512, 784], [512], [1024, 512], [1024], [10, 1024], [10]], 6.0e6,
                       tensor_flops=[4.0, 1.0, 3.0, 1.0, 2.0, 0.5], batch=16)
 MODELS = ["resnet-18", "gpt2-124m", CUSTOM]
-COMPS = ["none", "fp16", "topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd"]
+COMPS = ["none", "fp16", "topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd", "doublesqueeze()"]
 WORKERS = [1, 2, 3, 4, 5, 8, 16, 24, 100, 1024]
 BWS = [1e8, 1.25e9, 3e10]
 
