@@ -27,7 +27,7 @@ def rows() -> list[dict]:
         if not e.combinator:
             c = e.factory()
             plan = c.plan(SHAPE)
-            row.update(spec=c.spec, ratio=c.ratio(SHAPE), law=" + ".join(r.law.value for r in plan),
+            row.update(spec=c.spec, ratio=c.ratio(SHAPE), law=" + ".join(r.law.value + ("/p" if r.shard else "") for r in plan),
                        contract="unbiased" if c.unbiased else ("δ-contraction" if c.contractive else "biased"))
         out.append(row)
     return out
