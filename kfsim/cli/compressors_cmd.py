@@ -56,18 +56,20 @@ def table(width: int) -> Table:
     wide = width >= WIDE
     t = Table(title=f"kfsim compressors (ratio on a {SHAPE[0]}×{SHAPE[1]} fp32 tensor)", box=box.SIMPLE_HEAD,
               pad_edge=False)
+    entries = rows()
+    longest = max((len(r["name"]) for r in entries), default=12)
     t.add_column("name" if wide else "name / description", no_wrap=wide, ratio=None if wide else 1,
-                 min_width=12)
+                 min_width=max(12, longest))     # a name is never cut
     t.add_column("parameters", no_wrap=True)
     t.add_column("ratio", justify="right", no_wrap=True)
     t.add_column("law", no_wrap=True)
     t.add_column("contract", no_wrap=True)
     if wide:
         t.add_column("description", ratio=1)
-    for r in rows():
+    for r in entries:
         params = "\n".join(r["param_list"]) or "-"
         cells = [r["name"], params, "" if r["combinator"] else f"{r['ratio']:.1f}×",
-                 r.get("law", "as inner"), r.get("contract", "as inner")]
+                 r.get("law", "as inner").replace(" + ", " +\n"), r.get("contract", "as inner")]
         if wide:
             cells.append(r["doc"])
         else:
