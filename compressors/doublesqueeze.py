@@ -9,7 +9,7 @@ s_b = ||v_b||₂ / √L (1-bit Adam's scale: the blocks' root mean square).
 
     worker i:   p_i = x_i + e_i;   send C(p_i);   e_i ← p_i − C(p_i)
     all-to-all: worker j receives blocks [jS, (j+1)S) of every C(p_i), S = ⌈B/n⌉
-    worker j:   q_j = (1/n) Σ_i C(p_i)[shard j] + ε_j;   send C(q_j);   ε_j ← q_j − C(q_j)
+    worker j:   q_j = Σ_i C(p_i)[shard j]/n + ε_j;   send C(q_j);   ε_j ← q_j − C(q_j)
     all-gather: every worker decodes the n shards C(q_0) … C(q_{n−1}): the mean estimate
 
 Wire per worker: (n−1)/n of its B·(L + 32) bits in the all-to-all and its
@@ -20,13 +20,17 @@ shard's server after decoding.
 
 State per tensor (``DSState``): ``worker`` is e_i (x's shape and dtype;
 p_i between the all-to-all and decode, as ``ef`` holds it), ``server`` is
-ε_j for this worker's shard (B·L entries of the compute dtype; the first S·L
-used: a rank keeps its shard across steps, so the state belongs to one rank
-of one worker count). Zero padding: padded entries of the last block decode
+ε_j · 2^-k for this worker's shard (B·L entries of the compute dtype; the
+first S·L used: a rank keeps its shard across steps, so the state belongs
+to one rank of one worker count). The server works on q_j · 2^-k throughout
+(the exact 2^-k rides on the decoded scales), so its norms need no pass of
+their own. Zero padding: padded entries of the last block decode
 to ±s_b and are dropped at the end (1-bit Adam pads alike). Scales travel as
 float32; a block's scale is computed from the block pre-scaled by 2^-k
 (2^k ≥ √L, exact), so it is finite for any finite input; a non-finite entry
-makes its block's scale NaN, and the decoded block NaN.
+makes its block's scale NaN, and the decoded block NaN. A block decodes as s + bit·(−2s)
+(exactly ±s; the server's 1/n is applied to the scales), so a scale above 2^127 (an RMS of
+about 1.7e38, where the server's sum of two workers overflows anyway) decodes to ±inf.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compressors.core import Compressor, Law, Leaf, Round, check, compute_dtype, mean_of, upcast, words
+from compressors.core import Compressor, Law, Leaf, Round, check, compute_dtype, upcast, words
 from compressors.ops import Array
 from compressors.registry import canonical, register
 
@@ -53,21 +57,32 @@ def grid(d: int, block: int) -> tuple[int, int]:
     return -(-d // L), L
 
 
-def _compress(ops, flat, L: int, k: int):
-    """C of a flat array of whole blocks: (sign words (B, L/32), scales (B,) float32)."""
-    B = flat.size // L
-    norms = ops.bucket_norm(flat * 2.0**-k, L)
+def _compress(ops, flat, B: int, L: int, k: int, scaled=None):
+    """C of a flat array of at most B·L entries (the rest of the last block zero):
+    (sign words (B, L/32), scales (B,) float32). ``scaled`` is flat · 2^-k where the
+    caller has it (the norms are taken of it: finite for any finite input)."""
+    norms = ops.bucket_norm(flat * 2.0**-k if scaled is None else scaled, L)
     scales = ops.astype(norms * (2.0**k / math.sqrt(L)), np.float32)
-    return ops.reshape(ops.pack_signs(flat), (B, L // 32)), scales
+    packed = ops.pack_signs(flat)
+    full = B * (L // 32)
+    if packed.size < full:   # the zero entries of the last block have sign bit 0 (+)
+        packed = ops.pad(packed, full - packed.size)
+    return ops.reshape(packed, (B, L // 32)), scales
 
 
-def _decompress(ops, packed, scales, L: int, dtype) -> Array:
-    """What payload rows (sign words (..., R, L/32), scales (..., R)) decode to, flat (rows·L)."""
-    rows = math.prod(scales.shape)
-    one = ops.asarray(1.0, dtype)
-    signs = ops.unpack_signs(ops.reshape(packed, (-1,)), rows * L, one, -one)
-    s = ops.reshape(ops.astype(scales, dtype), (rows, 1))
-    return ops.reshape(ops.reshape(signs, (rows, L)) * s, (-1,))
+def _decompress(ops, packed, scales, L: int, dtype, count: int, weight: float = 1.0) -> Array:
+    """The first ``count`` entries that payload rows (sign words (..., R, L/32), scales (..., R))
+    decode to, each scale times ``weight`` (−1: the negated decode, for residuals through the
+    threaded ``ops.add``): per block s + bit·(−2s), i.e. s or −s exactly (``ops.dequantize``
+    of 1-bit codes: one pass)."""
+    s = ops.reshape(ops.astype(scales, dtype), (-1,))
+    blocks = -(-count // L)
+    if s.size > blocks:                        # zero-padded blocks past the tensor's end
+        s = s[:blocks]
+        packed = ops.reshape(packed, (-1,))[:blocks * (L // 32)]
+    if weight != 1.0:
+        s = s * weight
+    return ops.dequantize(ops.reshape(packed, (-1,)), 1, count, s, s * -2.0, L)
 
 
 def _leaf(block: int, shape, dtype) -> Leaf:
@@ -76,37 +91,36 @@ def _leaf(block: int, shape, dtype) -> Leaf:
     k = math.ceil(math.log2(L) / 2)
     cdt = compute_dtype(dtype)
 
-    def padded(ops, v):
-        flat = ops.reshape(upcast(ops, v), (-1,))
-        return ops.pad(flat, B * L - d) if B * L > d else flat
-
     def init(ops, x):
         return DSState(ops.zeros(tuple(x.shape), x.dtype), ops.zeros((B * L,), cdt))
 
     def encode(ops, x, state, keys, received, r):
         if r == 0:
             p = ops.add(x, state.worker)
-            return _compress(ops, padded(ops, p), L, k), DSState(p, state.server)
+            return _compress(ops, ops.reshape(upcast(ops, p), (-1,)), B, L, k), DSState(p, state.server)
         packed, scales = received[0]            # (n, S, L/32), (n, S): every worker's part for this shard
         n, S = scales.shape[0], scales.shape[1]
-        parts = ops.reshape(_decompress(ops, packed, scales, L, cdt), (n, S * L))
-        q = mean_of(ops, ops.sum(parts, axis=0), n) + state.server[:S * L]
-        pay = _compress(ops, q, L, k)
-        err = q - _decompress(ops, *pay, L, cdt)
+        # the shard server works on q·2^-k: the 2^-k (exact) rides on the decoded scales and
+        # its error state is kept scaled, so no pass scales q for its norms
+        parts = _decompress(ops, packed, scales, L, cdt, n * S * L, 2.0**-k / n)
+        total = parts if n == 1 else ops.sum(ops.reshape(parts, (n, S * L)), axis=0)
+        q = ops.add(total, state.server[:S * L])                           # q · 2^-k
+        pay = _compress(ops, q, S, L, k, scaled=q)                         # signs of q·2^-k are q's
+        err = ops.add(q, _decompress(ops, *pay, L, cdt, S * L, -(2.0**-k)))  # (q − C(q)) · 2^-k
         rest = state.server[S * L:]
         return pay, DSState(state.worker, ops.concatenate([err, rest]) if rest.size else err)
 
     def local(ops, x, state, own, received):
-        return _unpadded(ops, _decompress(ops, *own[0], L, cdt), x)
+        return _shaped(ops, _decompress(ops, *own[0], L, cdt, d), x)
 
     def decode(ops, x, state, own, received, n):
         packed, scales = received[1]            # (n, S, L/32), (n, S): every shard, rank order
-        mean = _unpadded(ops, _decompress(ops, packed, scales, L, cdt), x)
-        p = state.worker
-        return mean, DSState(p - local(ops, x, state, own, received), state.server)
+        mean = _shaped(ops, _decompress(ops, packed, scales, L, cdt, d), x)
+        residual = ops.add(state.worker, _shaped(ops, _decompress(ops, *own[0], L, cdt, d, -1.0), x))  # p − C(p)
+        return mean, DSState(residual, state.server)
 
-    def _unpadded(ops, flat, x):
-        return ops.astype(ops.reshape(flat[:d] if flat.size > d else flat, tuple(x.shape)), x.dtype)
+    def _shaped(ops, flat, x):
+        return ops.astype(ops.reshape(flat, tuple(x.shape)), x.dtype)
 
     def plan(shape, dtype):
         bits = B * (L + 32)

