@@ -231,13 +231,15 @@ class CodecCfg(_Strict):
     call_overhead_us: float | None = Field(None, ge=0, description="per coded tensor and exchange, µs")
     cache_speedup: float | None = Field(None, ge=1, description="streaming rate from the cache over "
                                         "a class's rate, for kernels resident in it (measured)")
+    segment_overhead_ns: float | None = Field(None, ge=0, description="per bucket a bucketed kernel walks, ns")
     source: str = ""
 
     def build(self) -> Codec:
         g = lambda x: None if x is None else x * 1e9  # noqa: E731
         us = lambda x: None if x is None else x / 1e6  # noqa: E731
         return Codec(*[g(getattr(self, f"{c}_gbs")) for c in CODEC_CLASSES], us(self.op_overhead_us), self.source,
-                     us(self.call_overhead_us), self.cache_speedup)
+                     us(self.call_overhead_us), self.cache_speedup,
+                     None if self.segment_overhead_ns is None else self.segment_overhead_ns * 1e-9)
 
 
 LEGACY_CODEC = ("{where}: {tables} — per-compressor codec throughputs are no longer used and were "
@@ -268,6 +270,9 @@ class ScaleCfg(_Strict):
     batch_per_worker: int | None = Field(None, ge=1)
     overlap: bool = True
     network: Literal["analytical", "flow"] = "analytical"
+    # how the framework hands gradients to the exchange (kfsim.sim.inputs.EXCHANGES): DDP's buckets as
+    # backward makes them ready, or one flat buffer after backward (DeepSpeed's fp16 optimizer)
+    exchange: Literal["buckets", "flat"] = "buckets"
     seed: int = 0
 
     @field_validator("workers")

@@ -10,8 +10,9 @@ from rich.table import Table
 
 import compressors
 from kfsim.cli import app, check_out_dir, fail, options
-from kfsim.cli.scale_cmd import csv_ints, resolve, wide_console
+from kfsim.cli.scale_cmd import check_plan_exchange, csv_ints, resolve, wide_console
 from kfsim.sim import report
+from kfsim.sim.inputs import exchanged
 from kfsim.sim.predict import predict_iteration
 from kfsim.testbed.margin import describe, validated
 
@@ -61,6 +62,9 @@ def advise_command(
     compute: Optional[str] = typer.Option(None, help="measured forward+backward time of --model, unit explicit: "
                                           "81ms@8 (one iteration at batch 8) or 10ms/sample"),
     bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B)"),
+    exchange: Optional[str] = typer.Option(None, help="buckets (DDP: gradient buckets as backward makes them "
+                                           "ready) or flat (one buffer of all parameters after backward, "
+                                           "as DeepSpeed's fp16 optimizer)"),
     batch: Optional[int] = typer.Option(None, "--batch-per-worker", help="batch per worker"),
     out: Path = typer.Option(Path("results/advise"), help="output folder (CSV, JSON, heat map as PNG and SVG)"),
     plot: bool = typer.Option(True, help="write the heat map (PNG and SVG)"),
@@ -77,8 +81,10 @@ def advise_command(
         bws = list(bandwidths or DEFAULT_BANDWIDTHS)
         ws = csv_ints(workers) or list(DEFAULT_WORKERS)
         scale, cluster = resolve(config, model=model, workers=ws, compressors=[compressor], bucket_mb=bucket_mb,
+                                 exchange=exchange,
                                  batch_per_worker=batch, device=device,
                                  gpus_per_node=gpus_per_node, collective=collective, compute=compute)
+        check_plan_exchange(plan_file, scale.exchange)
         label = compressors.parse(compressor).spec
         compressors.parse(baseline)
         if latency_us is not None:
@@ -87,7 +93,8 @@ def advise_command(
             cluster = cluster._replace(inter=cluster.inter._replace(latency=latency_us * 1e-6))
         check_out_dir(out)
         margins = validated()
-        speed, tc, tb, rg = advise_grid(scale.model, cluster, compressor, bws, ws, baseline=baseline,
+        speed, tc, tb, rg = advise_grid(exchanged(scale.model, scale.exchange), cluster, compressor, bws, ws,
+                                        baseline=baseline,
                                     bucket_mb=scale.bucket_mb,
                                     batch_per_worker=scale.batch_per_worker, overlap=scale.overlap)
     except ValueError as exc:

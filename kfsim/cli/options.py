@@ -119,7 +119,7 @@ def import_targets(value):
 
 # sections that inherit keys of another section: {section: (parent, keys)}
 INHERIT = {"advise": ("scale", ("model", "workers", "device", "gpus_per_node", "collective", "bucket_mb",
-                                "batch_per_worker"))}
+                                "exchange", "batch_per_worker"))}
 
 
 def _one_bandwidth_gbps(value, where: str):

@@ -21,7 +21,8 @@ from kfsim.cli import app, check_out_dir, fail, options
 from kfsim.catalog import config as cfgmod
 from kfsim.catalog import get_device, get_link, seed_cluster
 from kfsim.sim import report
-from kfsim.sim.predict import as_model, predict_iteration, single_worker_time
+from kfsim.sim.inputs import exchanged
+from kfsim.sim.predict import predict_iteration, single_worker_time
 
 MIB = 2.0**20  # one unit for bytes in every CLI header and column: MiB
 
@@ -62,7 +63,7 @@ def resolve(config: Optional[Path], **flags):
     else:
         cluster, where = seed_cluster(), "flags"
     sc = cfgmod.ScaleCfg().model_dump()
-    for key in ("model", "workers", "compressors", "bucket_mb", "batch_per_worker", "network", "seed"):
+    for key in ("model", "workers", "compressors", "bucket_mb", "batch_per_worker", "network", "exchange", "seed"):
         if flags.get(key) is not None:
             sc[key] = flags[key]
     if flags.get("no_overlap"):
@@ -100,6 +101,13 @@ def resolve(config: Optional[Path], **flags):
     if flags.get("compute"):
         cluster = with_measured_compute(cluster, scale.model, flags["compute"])
     return scale, cluster
+
+
+def check_plan_exchange(plan_file, exchange: str) -> None:
+    """A per-tensor plan names the model's tensors, which a flat exchange does not have."""
+    if plan_file is not None and exchange == "flat":
+        raise ValueError("--exchange flat sends one buffer of all parameters: a per-tensor plan (--plan) "
+                         "needs the model's tensors (use --exchange buckets)")
 
 
 def measured_note(cluster, model: str) -> str:
@@ -142,7 +150,7 @@ def straggler_idle(p: int, compute_s: float, jitter: float, seed: int, draws: in
 def run_scale(scale, cluster, *, jitter: float = 0.0, progress: bool = True) -> list[dict]:
     """All rows of the sweep (one per compressor × workers)."""
     specs = scale.compressors or default_compressors()
-    model = as_model(scale.model)
+    model = exchanged(scale.model, scale.exchange)
     t1 = single_worker_time(model, cluster, scale.batch_per_worker)
     combos = [(s, w) for s in specs for w in scale.workers]
     rows, base = [], {}
@@ -228,6 +236,9 @@ def scale_command(
     nics_per_node: Optional[int] = typer.Option(None, help="inter-node NICs per node (1: shared; = devices: rail)"),
     collective: Optional[str] = typer.Option(None, help="ring | tree | rhd | hierarchical | ps | mccl"),
     bucket_mb: Optional[float] = typer.Option(None, help="DDP bucket cap in MiB (2^20 B, default 25)"),
+    exchange: Optional[str] = typer.Option(None, help="buckets (DDP: gradient buckets as backward makes them "
+                                           "ready) or flat (one buffer of all parameters after backward, "
+                                           "as DeepSpeed's fp16 optimizer)"),
     batch: Optional[int] = typer.Option(None, "--batch-per-worker",
                                         help="batch per worker (default: the model's catalog batch)"),
     network: Optional[str] = typer.Option(None, help="analytical (closed forms) or flow (max-min flows)"),
@@ -248,7 +259,7 @@ def scale_command(
             from kfsim.plans.file import for_simulator
             model, spec, bucket_mb = for_simulator(plan_file, model, bucket_mb)
             compressor = [*(compressor or ["none()"]), spec]
-        scale, cluster = resolve(config, model=model, workers=csv_ints(workers),
+        scale, cluster = resolve(config, model=model, workers=csv_ints(workers), exchange=exchange,
                                  compressors=list(compressor) if compressor else None, bucket_mb=bucket_mb,
                                  batch_per_worker=batch, network=network, seed=seed, no_overlap=not overlap,
                                  device=device, intra=intra, inter=inter, inter_gbps=inter_gbps, gpus_per_node=gpus_per_node,
@@ -256,6 +267,7 @@ def scale_command(
                                  collective=collective, interference=interference, compute=compute)
         if jitter < 0:
             raise ValueError(f"--jitter must be >= 0, got {jitter}")
+        check_plan_exchange(plan_file, scale.exchange)
         check_out_dir(out)
         t0 = time.perf_counter()
         rows = run_scale(scale, cluster, jitter=jitter, progress=not quiet)
@@ -265,7 +277,8 @@ def scale_command(
     title = (f"{scale.model} on {cluster.device.name}, {cluster.gpus_per_node}/node, "
              f"{cluster.nics_per_node} NIC{'s' * (cluster.nics_per_node > 1)}/node, "
              f"{cluster.inter.name} {cluster.inter.bandwidth * 8 / 1e9:g} Gbit/s, {cluster.collective}"
-             + measured_note(cluster, scale.model))
+             + measured_note(cluster, scale.model)
+             + (", exchanged as one flat buffer after backward" if scale.exchange == "flat" else ""))
     if not quiet:
         print_tables(console, rows, scale, cluster, title)
     meta = {"command": "kfsim scale", "scale": scale.model_dump(), "cluster": cfgmod.cluster_dict(cluster),

@@ -40,13 +40,26 @@ def as_model(model) -> ModelProfile:
     return m._replace(tensor_shapes=shapes, tensor_flops=tf, tensor_names=names)
 
 
+EXCHANGES = ("buckets", "flat")   # DDP's gradient buckets, or one flattened buffer (:func:`flattened`)
+
+
+def exchanged(model, exchange: str = "buckets") -> ModelProfile:
+    """``model`` as the framework exchanges it: ``buckets`` (DDP's gradient buckets, as the
+    tensors are ready in backward: the model itself) or ``flat`` (:func:`flattened`)."""
+    if exchange not in EXCHANGES:
+        raise ValueError(f"exchange must be one of {', '.join(EXCHANGES)}, got {exchange!r}")
+    return flattened(model) if exchange == "flat" else as_model(model)
+
+
 def flattened(model) -> ModelProfile:
     """``model`` exchanged as one flat gradient buffer after the backward pass (a framework that
     flattens its parameters into one buffer: DeepSpeed's fp16 optimizer, whose 1-bit Adam
     compresses the flat momentum in one call): the same compute, one tensor of all parameters,
-    ready when the backward pass ends (so nothing overlaps it)."""
+    ready when the backward pass ends (so nothing overlaps it). The name stays the model's, so a
+    measured compute time of the model (``Cluster.compute_s``) still applies."""
     m = as_model(model)
-    return m._replace(name=f"{m.name} (flat)", tensor_shapes=((m.params,),), tensor_flops=None, tensor_names=None)
+    return m._replace(tensor_shapes=((m.params,),), tensor_flops=None, tensor_names=None,
+                      source=f"{m.source} (exchanged as one flat buffer)".strip())
 
 
 def _is_normal(m: ModelProfile) -> bool:

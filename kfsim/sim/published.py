@@ -27,7 +27,6 @@ KINDS = ("dense", "compressed")
 _TABLE_KEYS = {"id", "kind", "metric", "role", "title", "authors", "venue", "year", "locator", "url", "device",
                "gpus_per_node", "intra", "inter", "inter_effective_gbit", "precision", "baseline", "assumptions",
                "exchange", "row"}
-EXCHANGES = ("buckets", "flat")   # DDP's gradient buckets, or one flattened buffer (kfsim.sim.inputs.flattened)
 _CITATION = ("authors", "venue", "year", "locator", "url")
 _ROW_KEYS = {"model", "workers", "batch", "compressor", "published"}
 
@@ -104,6 +103,7 @@ def _table(t: dict, i: int, p: Path) -> Table:
             raise ValueError(f"{where}: missing {key!r}")
     if t["kind"] not in KINDS or t["metric"] not in METRICS:
         raise ValueError(f"{where}: kind must be one of {KINDS} and metric one of {METRICS}")
+    from kfsim.sim.inputs import EXCHANGES
     if t.get("exchange", "buckets") not in EXCHANGES:
         raise ValueError(f"{where}: exchange must be one of {EXCHANGES}, got {t['exchange']!r}")
     if not isinstance(t["year"], int) or not 1990 <= t["year"] <= 2100:
@@ -143,10 +143,10 @@ def cluster_for(table: Table, workers: int):
 
 
 def predict_row(table: Table, row: Row) -> float:
-    from kfsim.sim.inputs import flattened
+    from kfsim.sim.inputs import exchanged
     from kfsim.sim.predict import predict_iteration, single_worker_time
     cl = cluster_for(table, row.workers)
-    model = flattened(row.model) if table.setup["exchange"] == "flat" else row.model
+    model = exchanged(row.model, table.setup["exchange"])
     t = predict_iteration(model, cl, row.compressor, row.workers, batch_per_worker=row.batch).total_s
     if table.metric == "efficiency":
         return single_worker_time(model, cl, row.batch) / t
