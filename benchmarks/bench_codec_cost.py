@@ -32,7 +32,9 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
 2. fit the device constants on the ``--fit-size`` rows only (in-sample), twice,
    side by side: A, per-class bandwidths and a per-op overhead on the 10^6 rows
    (the model before the per-call term); B, the same plus a per-call overhead
-   (seconds per coded tensor: the codec's entry, ``call_overhead_us``) on the
+   (seconds per coded tensor: the codec's entry, ``call_overhead_us``) and a
+   per-bucket-segment overhead (``segment_overhead_ns``: each bucket a bucketed kernel
+   walks, ``compressors.cost.OpCost.segments``; ``--no-segments`` leaves it out) on the
    ``--fit-size`` rows (default 10^5 and 2.5·10^7: a fixed and a per-byte cost
    cannot be told apart at one size), 10^6 held out;
    Both fits price a kernel resident in the cache (its bytes within half the last-level
@@ -141,19 +143,25 @@ def predicted_s(spec: str, shape, cluster) -> float:
     return c.enc + c.decode(1)
 
 
-def fitted_cluster(rows, call: bool = True, speedup: float = 1.0):
+def fitted_cluster(rows, call: bool = True, speedup: float = 1.0, segments: bool = False):
     """A CPU cluster whose ``[codec]`` constants are fitted to ``rows`` (seconds, shape, spec);
-    ``call``: with a per-call overhead (one coded tensor per row); ``speedup``: the measured cache
-    speedup (``kfsim.testbed.membw.cache_speedup``), given, not fitted."""
+    ``call``: with a per-call overhead (one coded tensor per row), and with ``segments`` a
+    per-bucket-segment one; ``speedup``: the measured cache speedup
+    (``kfsim.testbed.membw.cache_speedup``), given, not fitted."""
     from kfsim import catalog
     from kfsim.catalog.cluster import CODEC_CLASSES
     from kfsim.testbed.calibrate import fit_codec, program_totals
-    fit = fit_codec([(t, *program_totals(spec, [shape], speedup=speedup), spec, *([1.0] if call else []))
-                     for t, shape, spec in rows])
+    segments = segments and call
+    rows_ = []
+    for t, shape, spec in rows:
+        tot = program_totals(spec, [shape], speedup=speedup)
+        rows_.append((t, tot.class_bytes, tot.ops, spec, *([1.0] if call else []), *([tot.segments] if segments else [])))
+    fit = fit_codec(rows_)
     codec = catalog.Codec(**{c: fit[f"{c}_gbs"] * 1e9 for c in CODEC_CLASSES},
                           op_overhead=fit["op_overhead_us"] * 1e-6, source=fit["source"],
                           call_overhead=fit["call_overhead_us"] * 1e-6 if call else None,
-                          cache_speedup=speedup)
+                          cache_speedup=speedup,
+                          segment_overhead=fit["segment_overhead_ns"] * 1e-9 if segments else None)
     return catalog.make_cluster(device="cpu")._replace(codec=codec), fit
 
 
@@ -175,6 +183,7 @@ def main(argv=None) -> None:
     ap.add_argument("--fit-size", nargs="+", type=float, default=[1e5, 2.5e7],
                     help="sizes fit B is fitted on (fit A: 1e6, per-op only)")
     ap.add_argument("--no-call", action="store_true", help="fit B without the per-call term")
+    ap.add_argument("--no-segments", action="store_true", help="fit B without the per-bucket-segment term")
     ap.add_argument("--cache-speedup", type=float, default=None,
                     help="the cache's streaming speedup (default: measured in this run, or the --load file's; "
                          "1: no in-cache term)")
@@ -190,7 +199,8 @@ def main(argv=None) -> None:
         ap.error(f"--fit-size {a.fit_size} must be among --sizes {a.sizes}, which must hold 1e6 (fit A)")
     specs = a.spec or [s for s in example_specs() if s != "none()"]
     print(f"# load {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; fit A on 1e6 elements (per-op), fit B "
-          f"on {', '.join(f'{x:g}' for x in a.fit_size)} (per-op{'' if a.no_call else ' + per-call'}); "
+          f"on {', '.join(f'{x:g}' for x in a.fit_size)} (per-op{'' if a.no_call else ' + per-call'}"
+          f"{'' if a.no_call or a.no_segments else ' + per-segment'}); "
           f"target median <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}")
     saved = {}
     speedup = a.cache_speedup
@@ -239,7 +249,7 @@ def main(argv=None) -> None:
         clusters = {}
         for name, (sizes, call) in fits.items():
             clusters[name], fit = fitted_cluster([(t, sh, sp) for t, sh, sp, sz in measured if sz in sizes], call,
-                                                 speedup)
+                                                 speedup, segments=name == "B" and not a.no_segments)
             print(f"\n## {backend}: fit {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in fit.items() if k != "source"))
         print(f"\n{'spec':>48} {'elements':>9} {'measured ms':>12} {'A: pred ms':>11} {'A: error':>9} "
               f"{'B: pred ms':>11} {'B: error':>9}")

@@ -43,6 +43,11 @@ single-worker encode and n-worker decode, and every equation is counted:
   misses with probability ``max(0, 1 - C / T)`` and moves a whole line:
   :meth:`OpCost.missed_bytes` (priced in the op's own class);
 * the **number of ops** (kernels): each costs a launch/dispatch overhead;
+* the **bucket segments** a bucketed kernel walks (``OpCost.segments``: an op with a
+  ``bucket`` attribute — ``bucket_min_max``, ``quantize_pack``, ``dequantize``,
+  ``bucket_norm``, ... — over c entries walks ceil(c / bucket) buckets, one for bucket 0):
+  each loads its bucket's scale and restarts the kernel's inner loop, a fixed cost per
+  bucket that a byte count does not see (buckets of 50 or 64 entries);
 * **random words drawn inside a fused kernel** (``quantize_pack`` draws one
   threefry block per four entries, ``natural_pack`` one per two, see
   ``compressors.fused``): threefry is arithmetic, not memory traffic, so a
@@ -131,6 +136,7 @@ class OpCost(NamedTuple):
     rng_bytes: float = 0.0
     scattered: float = 0.0     # line transfers of unordered accesses (per index: 1 read, 2 updated)
     table_bytes: float = 0.0   # the array those accesses address
+    segments: float = 0.0      # bucket segments a bucketed kernel walks (0: not bucketed)
 
     def missed_bytes(self, cache_bytes: float, line_bytes: float) -> float:
         """Bytes of the lines the scattered accesses move past a cache of ``cache_bytes``."""
@@ -218,6 +224,10 @@ class OpCounts(NamedTuple):
     def flops(self) -> float:
         return sum(k * c.flops for c, k in self.entries)
 
+    @property
+    def segments(self) -> float:
+        return sum(k * c.segments for c, k in self.entries)
+
     def by_class(self, cache_bytes: float | None = None, line_bytes: float = 64.0) -> dict[str, ClassTotals]:
         """Totals per cost class; a kernel's internal draws count as bytes
         written in ``rng`` (no op: the kernel is counted in its own class);
@@ -287,7 +297,21 @@ def op_cost(eqn, ordered: frozenset = frozenset()) -> OpCost | None:
     if isinstance(idx, Var) and idx.id not in ordered:
         scattered = SCATTERED[eqn.op] * idx.size
         table = float(eqn.outs[0].nbytes if eqn.op == "scatter_add" else eqn.args[0].nbytes)
-    return OpCost(eqn.op, cls, read, written, flops, fdt, drawn, scattered, table)
+    return OpCost(eqn.op, cls, read, written, flops, fdt, drawn, scattered, table, bucket_segments(eqn))
+
+
+def bucket_segments(eqn) -> float:
+    """Buckets a bucketed op walks: ceil(c / bucket) over its c entries (its ``count``
+    attribute, else its first argument's size), one for bucket 0 (the whole array); 0 for an
+    op without a ``bucket`` attribute."""
+    attrs = eqn.attrs or {}
+    bucket = attrs.get("bucket")
+    if bucket is None:
+        return 0.0
+    count = attrs.get("count")
+    if count is None:
+        count = eqn.args[0].size if eqn.args and isinstance(eqn.args[0], Var) else 0
+    return float(-(-int(count) // int(bucket))) if bucket else 1.0
 
 
 def _matmul_flops(eqn) -> tuple[float, str]:

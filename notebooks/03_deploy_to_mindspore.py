@@ -146,8 +146,8 @@ for step in range(3, 8):
     loop(per_worker, ms_states, step)
 codec_s = (time.perf_counter() - t0) / 5 / 2  # the loopback graph runs both workers' protocol
 mlp = model_profile("mlp", BATCH // 2)
-class_bytes, n_ops = program_totals(SPEC, mlp.tensor_shapes, n=2)
-codec_table = fit_codec([(codec_s, class_bytes, n_ops, SPEC)])
+totals = program_totals(SPEC, mlp.tensor_shapes, n=2)
+codec_table = fit_codec([(codec_s, totals.class_bytes, totals.ops, SPEC)])
 codec_lines = "\n".join(f"{k} = {v!r}" for k, v in codec_table.items())
 host = OUT / "this_host.toml"
 host.write_text(f'''

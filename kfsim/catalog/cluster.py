@@ -39,7 +39,8 @@ class Codec(NamedTuple):
     exchange (the framework's entry into its encode and decode: a Python
     call, a graph launch), 0 unless measured; and the cache speedup: how
     many times faster a kernel resident in the last-level cache streams
-    (``kfsim.sim.codec``), replacing ``device.cache_speedup``.
+    (``kfsim.sim.codec``), replacing ``device.cache_speedup``; and the
+    segment overhead: seconds per bucket a bucketed kernel walks, 0 unless measured.
     ``None`` keeps the device's value. No compressor is named: every
     compressor's cost comes from its own op program (``kfsim.sim.codec``)."""
 
@@ -55,6 +56,7 @@ class Codec(NamedTuple):
     source: str = ""
     call_overhead: float | None = None
     cache_speedup: float | None = None   # measured streaming rate from the cache over a class's rate
+    segment_overhead: float | None = None   # seconds per bucket a bucketed kernel walks (0 unless measured)
 
     def rate(self, cls: str) -> float | None:
         """bytes/s of cost class ``cls`` (``"gather/scatter"`` or ``gather_scatter``), or None."""
@@ -63,7 +65,7 @@ class Codec(NamedTuple):
     @property
     def empty(self) -> bool:
         return (all(v is None for v in self[:len(CODEC_CLASSES) + 1]) and self.call_overhead is None
-                and self.cache_speedup is None)
+                and self.cache_speedup is None and self.segment_overhead is None)
 
     def __call__(self, family: str):  # the old ``cluster.codec(family)`` look-up
         raise TypeError(f"per-compressor codec throughputs (cluster.codec({family!r})) were removed: "

@@ -100,6 +100,8 @@ def codec_dict(c: Codec) -> dict:
         out["call_overhead_us"] = c.call_overhead * 1e6
     if c.cache_speedup is not None:
         out["cache_speedup"] = c.cache_speedup
+    if c.segment_overhead is not None:
+        out["segment_overhead_ns"] = c.segment_overhead * 1e9
     if c.source and out:
         out["source"] = c.source
     return out

@@ -7,13 +7,15 @@ written, its FLOPs (matrix products) and its cost class; this module prices
 those kernels on the cluster's device:
 
     t(op) = max( (bytes(op) / s(op) + missed(op)) / bw(class),  flops(op) · f(class) / peak(dtype) )
-            + drawn(op) / bw(rng) + t_launch
+            + drawn(op) / bw(rng) + segments(op) · t_segment + t_launch
     missed(op) = scattered(op) · max(0, 1 − C / table(op)) · L    (C, L: the device's cache and line bytes)
     s(op)      = S if bytes(op) ≤ C / 2 (resident: ``OpCost.resident``) else 1
                  (S: the device's ``cache_speedup`` | cluster.codec.cache_speedup, measured)
     bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
+    t_segment = cluster.codec.segment_overhead | 0   (per bucket a bucketed kernel walks:
+                ``OpCost.segments``; measured by ``benchmarks/bench_codec_cost.py``)
 
     T_enc(tensor)    = Σ_{op ∈ encode} t(op) + t_call
     t_call           = cluster.codec.call_overhead | 0    (per coded tensor: the codec's entry)
@@ -68,6 +70,7 @@ class Rates(NamedTuple):
     cache: float = 0.0   # bytes of the last-level cache scattered accesses hit in
     line: float = 64.0   # bytes a missed access moves
     speedup: float = 1.0  # streaming rate of a kernel resident in the cache over the class's rate
+    segment: float = 0.0  # seconds per bucket a bucketed kernel walks
 
     def peak(self, dtype: str) -> float:
         for d, f in self.flops:
@@ -97,13 +100,15 @@ def rates(cluster) -> Rates:
         overhead = over.op_overhead if over.op_overhead is not None else dev.launch_s
         call = over.call_overhead if over.call_overhead is not None else 0.0
         speedup = over.cache_speedup if over.cache_speedup is not None else dev.cache_speedup
+        segment = over.segment_overhead if over.segment_overhead is not None else 0.0
         found = _RATES[key] = Rates(tuple(bw), tuple(fac), flops, float(overhead), float(call),
-                                    float(dev.cache_bytes), float(dev.line_bytes), float(speedup))
+                                    float(dev.cache_bytes), float(dev.line_bytes), float(speedup), float(segment))
     return found
 
 
 def seconds(counts: OpCounts, r: Rates) -> float:
-    """Σ_ops count · (max((bytes / s + missed) / bw(class), flops · f(class) / peak(dtype)) + overhead)."""
+    """Σ_ops count · (max((bytes / s + missed) / bw(class), flops · f(class) / peak(dtype))
+    + drawn / bw(rng) + segments · t_segment + overhead)."""
     total = 0.0
     for op, k in counts.entries:
         i = _CLASS_INDEX[op.cls]
@@ -115,6 +120,8 @@ def seconds(counts: OpCounts, r: Rates) -> float:
             t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
         if op.rng_bytes:
             t += op.rng_bytes / r.bw[_RNG]
+        if op.segments:
+            t += op.segments * r.segment
         total += k * (t + r.overhead)
     return total
 

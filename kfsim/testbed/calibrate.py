@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from kfsim.testbed import microbench
 from kfsim.testbed.fit import CollectiveFit, fit_collectives
@@ -166,8 +166,8 @@ def step_costs(data: dict, p: int, mem_bw_gbs: float = 5.0) -> tuple[dict, dict]
         compute[model] = max((base - 28.0 * dense / 4 / (mem_bw_gbs * 1e9)) * p, 1e-6)
         for spec, e in sorted(es.items()):
             if spec != "native":
-                by_class, n_ops = program_totals(spec, m["tensor_shapes"])
-                rows.append((max(e["seconds"] - base, MIN_CODEC_S), by_class, n_ops, spec))
+                tot = program_totals(spec, m["tensor_shapes"])
+                rows.append((max(e["seconds"] - base, MIN_CODEC_S), tot.class_bytes, tot.ops, spec))
     return compute, fit_codec(rows)
 
 
@@ -180,10 +180,18 @@ def _factor(cls: str) -> float:
     return catalog.get_device("cpu").factor(cls)
 
 
-def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> tuple[tuple[float, ...], float]:
-    """(bytes per cost class in ``compressors.cost.CLASSES`` order, number of ops) of one exchange of
-    ``spec`` over ``shapes`` (fp32): every coded tensor's encode and its decode of n payloads, from
-    the compressor's op program; ``speedup``: the cache's (``kfsim.sim.codec``), a resident
+class ProgramTotals(NamedTuple):
+    """What one exchange's codec does (:func:`program_totals`)."""
+
+    class_bytes: tuple    # bytes per cost class, compressors.cost.CLASSES order
+    ops: float            # kernels
+    segments: float       # bucket segments the bucketed kernels walk (compressors.cost.OpCost.segments)
+
+
+def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> ProgramTotals:
+    """Bytes per cost class, number of ops and bucket segments of one exchange of ``spec`` over
+    ``shapes`` (fp32): every coded tensor's encode and its decode of n payloads, from the
+    compressor's op program; ``speedup``: the cache's (``kfsim.sim.codec``), a resident
     kernel's bytes counted 1/speedup so that a fitted class rate is the streaming one."""
     import compressors
     from compressors.cost import CLASSES, codec_cost
@@ -195,7 +203,7 @@ def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> tuple
     shapes = [tuple(int(d) for d in s) for s in shapes]
     plan = tensor_plan(comp, shapes)
     by_class = dict.fromkeys(CLASSES, 0.0)
-    ops = 0.0
+    ops = segments = 0.0
     for s, coded in zip(shapes, plan.coded):
         if not coded:
             continue
@@ -204,14 +212,16 @@ def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> tuple
             for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes, speedup).items():
                 by_class[cls] += b
             ops += counts.n_ops
-    return tuple(by_class[c] for c in CLASSES), ops
+            segments += counts.segments
+    return ProgramTotals(tuple(by_class[c] for c in CLASSES), ops, segments)
 
 
 def fit_codec(rows) -> dict:
-    """``[codec]`` table from rows (C seconds, bytes per class, N ops, spec[, T coded tensors]): see
-    :func:`step_costs`. With T in every row a per-call overhead t_call (seconds per coded tensor,
-    ``call_overhead_us``) joins the unknowns: C_i ≈ Σ_c B_ic · x_c + N_i · t_op + T_i · t_call.
-    Empty when nothing was measured."""
+    """``[codec]`` table from rows (C seconds, bytes per class, N ops, spec[, T coded tensors[, S
+    bucket segments]]): see :func:`step_costs`. With T in every row a per-call overhead t_call
+    (seconds per coded tensor, ``call_overhead_us``) joins the unknowns, and with S too a
+    per-segment overhead t_seg (``segment_overhead_ns``):
+    C_i ≈ Σ_c B_ic · x_c + N_i · t_op + T_i · t_call + S_i · t_seg. Empty when nothing was measured."""
     import numpy as np
     from scipy.optimize import lsq_linear, nnls
     from compressors.cost import CLASSES
@@ -221,7 +231,9 @@ def fit_codec(rows) -> dict:
     B = np.array([r[1] for r in rows], dtype=np.float64)
     N = np.array([r[2] for r in rows], dtype=np.float64)
     calls = all(len(r) > 4 for r in rows)
-    extra = np.stack([N] + ([np.array([r[4] for r in rows], dtype=np.float64)] if calls else []), axis=1)
+    segs = calls and all(len(r) > 5 for r in rows)
+    extra = np.stack([N] + [np.array([r[i] for r in rows], dtype=np.float64) for i in (4, 5)[:calls + segs]],
+                     axis=1)
     f = np.array([_factor(cls) for cls in CLASSES])
     # stage 1: x_c = a · f_c, with t_op (and t_call)
     first, _ = nnls(np.hstack([(B @ f)[:, None], extra]) / c[:, None], np.ones(len(rows)))
@@ -244,8 +256,10 @@ def fit_codec(rows) -> dict:
     out["op_overhead_us"] = float(sol[len(CLASSES)]) * 1e6
     if calls:
         out["call_overhead_us"] = float(sol[len(CLASSES) + 1]) * 1e6
+    if segs:
+        out["segment_overhead_ns"] = float(sol[len(CLASSES) + 2]) * 1e9
     out["source"] = (f"kfsim calibrate: C = Σ_class bytes/bw(class) + t_op·n_ops"
-                     f"{' + t_call·n_tensors' if calls else ''} fitted over "
+                     f"{' + t_call·n_tensors' if calls else ''}{' + t_seg·n_segments' if segs else ''} fitted over "
                      f"{', '.join(sorted({r[3] for r in rows}))}")
     return out
 

@@ -101,8 +101,8 @@ def test_a_written_profile_keeps_the_speedup(tmp_path):
 
 def test_program_totals_weights_resident_bytes():
     spec, shape = "signum(beta=0.9)", [(1000, 1000)]
-    b1, n1 = calibrate.program_totals(spec, shape)
-    b4, n4 = calibrate.program_totals(spec, shape, speedup=4.0)
+    b1, n1, _ = calibrate.program_totals(spec, shape)
+    b4, n4, _ = calibrate.program_totals(spec, shape, speedup=4.0)
     cls = cost.CLASSES
     assert n1 == n4 and sum(b4) < sum(b1)
     for c, x1, x4 in zip(cls, b1, b4):

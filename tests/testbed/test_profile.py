@@ -117,7 +117,7 @@ def test_step_costs_fit_codec_constants_from_programs(tmp_path):
     steps = [{"p": 2, "spec": "native", "model": name, "global_batch": 32, "seconds": 0.10}]
     cpu = get_device("cpu")
     for spec in specs:
-        by_class, n_ops = cal.program_totals(spec, m["tensor_shapes"])
+        by_class, n_ops, _ = cal.program_totals(spec, m["tensor_shapes"])
         assert sum(by_class) > 0 and n_ops >= 1
         mb = sum(b * cpu.factor(c) for b, c in zip(by_class, CLASSES))
         steps.append({"p": 2, "spec": spec, "model": name, "global_batch": 32, "seconds": 0.10 + a * mb + t_op * n_ops})
@@ -132,7 +132,7 @@ def test_step_costs_fit_codec_constants_from_programs(tmp_path):
     # a class the programs use more slowly than the one-scale fit: the per-class stage finds it
     slow = [dict(steps[0])]
     for e in steps[1:]:
-        by_class, n_ops = cal.program_totals(e["spec"], m["tensor_shapes"])
+        by_class, n_ops, _ = cal.program_totals(e["spec"], m["tensor_shapes"])
         x = [a * cpu.factor(c) * (5 if c == "select" else 1) for c in CLASSES]
         slow.append(dict(e, seconds=0.10 + sum(b * xc for b, xc in zip(by_class, x)) + 1e-6 * n_ops))
     _, fitted = cal.step_costs({"steps": slow, "models": {name: m}}, 2)
@@ -161,7 +161,7 @@ def test_fit_codec_with_a_per_call_term_recovers_it():
     for spec in ("topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd(levels=15, bucket=512)",
                  "signsgd()", "fp16()", "randomk(ratio=0.1)"):
         for shape in ((100, 1000), (3000, 3000)):
-            by_class, n_ops = cal.program_totals(spec, [shape])
+            by_class, n_ops, _ = cal.program_totals(spec, [shape])
             sec = a * sum(b * cpu.factor(c) for b, c in zip(by_class, CLASSES)) + t_op * n_ops + t_call
             rows.append((sec, by_class, n_ops, spec, 1.0))
     fit = cal.fit_codec(rows)
