@@ -24,6 +24,13 @@ payload back and write the 4 N decoded bytes:
     t_min = (8 N + 2 P) / BW          %t_min = t_min / t_rt   (100 %: at the ceiling)
     throughput = 4 N / t_rt           [GB/s of fp32 gradient]
 
+Stochastic compressors draw from the bit-exact JAX stream (threefry-2x32, 20 rounds per
+block: ``backends.numpy.threefry``). The ``draws`` column is the time of computing the
+encode's blocks alone (counted from its op program, ``compressors.cost``) on all cores with
+nothing stored; the targets list prints, for such a compressor, the best fraction of t_min
+a round trip could reach with them: t_min / (t_min + t_draws) if the draws run after the
+memory traffic, t_min / max(t_min, t_draws) if they hide under it entirely.
+
 (a gradient small enough to stay in the caches, e.g. ``--quick``'s 4 MB, can beat
 this DRAM ceiling: %t_min > 100 % there means "cache-resident", not an error).
 
@@ -115,6 +122,7 @@ def load() -> float:
 
 
 from kfsim.testbed.membw import best_time  # noqa: E402  (the benchmarks' timer)
+from backends.numpy.threefry import draw_seconds  # noqa: E402  (the draws' arithmetic alone)
 
 
 def memory_bandwidth(gib: float, repeat: int) -> tuple[float, str, dict]:
@@ -126,6 +134,15 @@ def memory_bandwidth(gib: float, repeat: int) -> tuple[float, str, dict]:
 def payload_bytes(comp: C.Compressor, shape) -> float:
     """Bytes one worker puts on the wire for this leaf (all rounds of its plan)."""
     return sum(r.bits for r in comp.plan(tuple(shape), np.dtype(np.float32))) / 8.0
+
+
+def drawn_blocks(comp: C.Compressor, shape) -> float:
+    """Threefry blocks one worker's encode computes (the rng class of its op program, 4 bytes
+    per block: ``compressors.cost``; draws inside fused kernels included)."""
+    from compressors.cost import codec_cost
+    from kfsim.sim.codec import reference_ops
+    rng = codec_cost(comp, tuple(shape), "float32", reference_ops()).encode.by_class().get("rng")
+    return 0.0 if rng is None else (rng.bytes_read + rng.bytes_written) / 4.0
 
 
 def make_roundtrip(backend: str, comp: C.Compressor, grad_np: np.ndarray):
@@ -269,16 +286,24 @@ def main(argv=None) -> None:
     print(f"BW = {bw / 1e9:.1f} GB/s ({how}); t_min = (8 N + 2 P) / BW = {8 * n / bw * 1e3:.2f} ms + 2 P / BW")
     print()
     header = (f"{'spec':<58} {'backend':<7} {'ms':>9} {'GB/s':>7} {'P MB':>8} {'t_min':>7} {'%t_min':>6} "
-              f"{'load':>5} {'ratio':>7}")
+              f"{'load':>5} {'ratio':>7} {'draws':>7}")
     print(header)
     print("-" * len(header))
     best: dict[str, tuple[float, float, str, float]] = {}
     times: dict[tuple[str, str], float] = {}
+    draws: dict[float, float] = {}    # threefry blocks -> seconds of computing them (all cores)
+    floors: dict[str, tuple[float, float]] = {}   # spec -> (t_rng, t_min)
     for spec in specs:
         comp = C.parse(spec).step(STEADY_STEP)
         ratio = comp.ratio((side, side), np.float32)
         P = payload_bytes(comp, (side, side))
         t_min = (8.0 * n + 2.0 * P) / bw
+        blocks = drawn_blocks(comp, (side, side))
+        if blocks and blocks not in draws:
+            draws[blocks] = draw_seconds(blocks, repeat)
+        t_rng = draws.get(blocks, 0.0)
+        if blocks:
+            floors[spec] = (t_rng, t_min)
         for backend in names:
             try:
                 run = make_roundtrip(backend, comp, grad)
@@ -293,7 +318,7 @@ def main(argv=None) -> None:
             if spec not in best or gbps > best[spec][0]:
                 best[spec] = (gbps, frac, backend, t)
             print(f"{spec:<58} {backend:<7} {t * 1e3:9.1f} {gbps:7.2f} {P / 1e6:8.2f} {t_min * 1e3:7.2f} "
-                  f"{100 * frac:5.0f}% {load():5.2f} {ratio:7.1f}", flush=True)
+                  f"{100 * frac:5.0f}% {load():5.2f} {ratio:7.1f} {t_rng * 1e3:7.2f}", flush=True)
     print()
     print("targets (best backend; % of t_min):")
     for spec, kind in TARGET_SPECS:
@@ -302,6 +327,11 @@ def main(argv=None) -> None:
             pair = QSGD_PAIR.get(spec)
             vs = t / best[pair][3] if pair in best else None
             print(f"  {spec:<40} {backend:<6} {gbps:6.2f} GB/s {100 * frac:4.0f}%  {verdict(kind, gbps, frac, vs)}")
+            if spec in floors:
+                t_rng, t_min = floors[spec]
+                print(f"  {'':<40} {'':<6} draws {t_rng * 1e3:.2f} ms ({100 * t_rng / t:.0f}% of its "
+                      f"{t * 1e3:.2f} ms); best possible with them: {100 * t_min / (t_min + t_rng):.0f}% "
+                      f"(after the traffic) to {100 * t_min / max(t_min, t_rng):.0f}% (hidden under it)")
     ratios = {s_: times[(s_, "jax")] / times[(s_, "numpy")] for s_ in specs
               if (s_, "jax") in times and (s_, "numpy") in times}
     if ratios:

@@ -74,3 +74,16 @@ def test_random_words_are_both_words_of_the_blocks(ops, shape):
     bits = np.asarray(jax.random.bits(key, (n // 2,), jnp.uint32))
     assert np.array_equal(pairs[:, 0] ^ pairs[:, 1], bits)
     assert_same_bits(threefry.random_words_reference(np.asarray(key), shape), want, "reference")
+
+
+@pytest.mark.parametrize("blocks,chunk", [(1, 16), (1000, 64), (1000, 1 << 16), (4097, 1024)])
+def test_draw_only_computes_the_stream_it_times(blocks, chunk):
+    """The benchmarks' draw floor (threefry.draw_seconds) runs the real blocks: its per-chunk xor
+    equals the xor of random_words' words of those blocks."""
+    words = threefry.random_words(np.array([0, 1], np.uint32), (2 * blocks,))
+    acc = threefry._draw_only(np.uint32(0), np.uint32(1), blocks, chunk)
+    assert acc.size == -(-blocks // chunk)
+    for j, got in enumerate(acc):
+        want = np.bitwise_xor.reduce(words[2 * j * chunk:2 * min(blocks, (j + 1) * chunk)])
+        assert got == want
+    assert threefry.draw_seconds(0) == 0.0 and threefry.draw_seconds(blocks, repeat=1) > 0.0
