@@ -102,7 +102,7 @@ def run_parallel(x, B, top, inv_top, bits, k0, k1, out, los, steps):
     nb = los.size
     g = max(1, TASK_ENTRIES // B)   # buckets per task
     for t in numba.prange((nb + g - 1) // g):
-        codes = np.empty(B, np.uint32)
+        codes = np.empty(B, np.uint16)
         hw = np.empty(B // 2 + 3, np.uint32)
         _task(x, xi, B, t * g, min(nb, t * g + g), top, inv_top, bits, a, b, c, out, los, steps, codes, hw)
 
@@ -111,7 +111,7 @@ def run_parallel(x, B, top, inv_top, bits, k0, k1, out, los, steps):
 def run_serial(x, B, top, inv_top, bits, k0, k1, out, los, steps):
     a, b, c = key_schedule(k0, k1)
     nb = los.size
-    _task(x, x.view(np.int32), B, 0, nb, top, inv_top, bits, a, b, c, out, los, steps, np.empty(B, np.uint32),
+    _task(x, x.view(np.int32), B, 0, nb, top, inv_top, bits, a, b, c, out, los, steps, np.empty(B, np.uint16),
           np.empty(B // 2 + 3, np.uint32))
 
 
