@@ -166,16 +166,23 @@ def _value(c, o, s, high, signed, dt):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _decode_bytes(wb, i, e, bits, pb, o, s, high, signed, out):
+def _entry(c, lut, o, s, high, signed, dt):
+    """The value of code c: ``lut[c]`` when a look-up table is given, else :func:`_value`."""
+    return lut[c] if lut.size else _value(c, o, s, high, signed, dt)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decode_bytes(wb, i, e, bits, pb, lut, o, s, high, signed, out):
     """out[j] = o + value(code j) * s for the entries [i, e) of one bucket, their codes of
     ``bits`` bits read from the bytes ``wb`` (``pb = 8 // bits`` to a byte, code j at bits
     (j % pb)·bits of byte j // pb): whole bytes in one loop (pb a constant: unrolled and
     vectorized, no codes buffer), the entries before the first and after the last whole byte
-    one at a time."""
+    one at a time. With a non-empty ``lut`` (the bucket's 2**bits values, computed by
+    :func:`_value`: the same roundings) each entry is looked up instead of computed."""
     dt = out.dtype.type
     mask = np.uint8((1 << bits) - 1)
     while i < e and i % pb != 0:
-        out[i] = _value((wb[i // pb] >> np.uint8((i % pb) * bits)) & mask, o, s, high, signed, dt)
+        out[i] = _entry((wb[i // pb] >> np.uint8((i % pb) * bits)) & mask, lut, o, s, high, signed, dt)
         i += 1
     k0 = i // pb
     full = (e - i) // pb
@@ -184,29 +191,9 @@ def _decode_bytes(wb, i, e, bits, pb, o, s, high, signed, out):
     for k in range(full):
         v = bs[k]
         for t in range(pb):
-            os[pb * k + t] = _value((v >> np.uint8(t * bits)) & mask, o, s, high, signed, dt)
+            os[pb * k + t] = _entry((v >> np.uint8(t * bits)) & mask, lut, o, s, high, signed, dt)
     for j in range(i + full * pb, e):
-        out[j] = _value((wb[j // pb] >> np.uint8((j % pb) * bits)) & mask, o, s, high, signed, dt)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _decode_lut(wb, i, e, bits, pb, lut, out):
-    """As :func:`_decode_bytes` for 1- and 2-bit codes, each entry looked up in ``lut`` (the
-    bucket's 2**bits values, computed by :func:`_value`: the same roundings)."""
-    mask = np.uint8((1 << bits) - 1)
-    while i < e and i % pb != 0:
-        out[i] = lut[(wb[i // pb] >> np.uint8((i % pb) * bits)) & mask]
-        i += 1
-    k0 = i // pb
-    full = (e - i) // pb
-    os = out[i:i + full * pb]
-    bs = wb[k0:k0 + full]
-    for k in range(full):
-        v = bs[k]
-        for t in range(pb):
-            os[pb * k + t] = lut[(v >> np.uint8(t * bits)) & mask]
-    for j in range(i + full * pb, e):
-        out[j] = lut[(wb[j // pb] >> np.uint8((j % pb) * bits)) & mask]
+        out[j] = _entry((wb[j // pb] >> np.uint8((j % pb) * bits)) & mask, lut, o, s, high, signed, dt)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -223,7 +210,7 @@ def _dequantize_block(words, bits, off, sc, B, signed, w0, w1, out, codes):
         i = i0
         while i < i1:
             e, o, s = _bucket_run(i, i1, B, off, sc)
-            _decode_bytes(wb, i, e, 4, 2, o, s, high, signed, out)
+            _decode_bytes(wb, i, e, 4, 2, codes[:0], o, s, high, signed, out)
             i = e
         return
     if bits == 2 or bits == 1:   # a look-up of the bucket's 4 or 2 values per code
@@ -237,9 +224,9 @@ def _dequantize_block(words, bits, off, sc, B, signed, w0, w1, out, codes):
             for c in range(1 << bits):
                 lut[c] = _value(c, o, s, high, signed, dt)
             if bits == 2:
-                _decode_lut(wb, i, e, 2, 4, lut, out)
+                _decode_bytes(wb, i, e, 2, 4, lut, o, s, high, signed, out)
             else:
-                _decode_lut(wb, i, e, 1, 8, lut, out)
+                _decode_bytes(wb, i, e, 1, 8, lut, o, s, high, signed, out)
             i = e
         return
     if bits != 8 and bits != 16:
