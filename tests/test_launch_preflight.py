@@ -151,3 +151,27 @@ def test_watchdog_ignores_a_reused_pid():
     code = "from kfsim.launch import watchdog; print(watchdog.arm({}))"  # no launcher named: nothing to watch
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           check=True).stdout.strip() == "False"
+
+
+def test_kill_tree_sweeps_a_process_that_escaped_the_tree(tmp_path):
+    """A process of the job outside msrun's tree and process group (a late fork in its own
+    session) is found by the job's folder as a whole argument and killed; a process naming
+    another folder with the same prefix, and this process, are left alone."""
+    run_dir = str(tmp_path / "logs")
+    sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
+    msrun = supervise.start([*sleeper, f"--log_dir={run_dir}"])   # as the launcher starts msrun
+    escaped = subprocess.Popen([*sleeper, "--run-dir", run_dir], start_new_session=True)
+    other = subprocess.Popen([*sleeper, f"--log_dir={run_dir}2"], start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while len(supervise.job_processes(run_dir)) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert sorted(supervise.job_processes(run_dir)) == sorted([msrun.pid, escaped.pid])
+        assert escaped.pid not in supervise.descendants(msrun.pid)
+        supervise.kill_tree(msrun, graceful=False, run_dir=run_dir)
+        assert escaped.wait(timeout=10) == -signal.SIGKILL and msrun.returncode == -signal.SIGKILL
+        assert other.poll() is None and supervise.job_processes(run_dir) == []
+    finally:
+        for p in (msrun, escaped, other):
+            p.kill()
+            p.wait()

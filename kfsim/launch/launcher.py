@@ -304,7 +304,7 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
     finally:
         if link is not None:  # before the teardown: the other nodes stop at once
             link.finish(err if err is not None or sys.exc_info()[0] is None else "its launcher was interrupted")
-        supervise.kill_tree(proc, graceful=err is None)
+        supervise.kill_tree(proc, graceful=err is None, run_dir=str(log_dir))
         if ckpt_dir is not None:
             integrity.write_sets(ckpt_dir, node.ranks, node.manifest_node)
         out.close()
