@@ -7,8 +7,11 @@ a 5000-column matrix), on a 25M-entry float32 gradient: the one-pass Numba kerne
 run on the same binding's primitive ops), timed alternately (kernel,
 composition, kernel, ...) so that a machine whose speed drifts affects both
 alike; best of ``--repeat``. The threefry draws the stochastic kernels make
-are timed alone too (``random_bits`` of as many words): the part of their
-time no kernel layout can remove on this CPU.
+are timed alone too: the blocks they compute (``random_words``: both words of
+each block) on all cores with nothing stored (``threefry.draw_blocks``), the
+part of their time no kernel layout can remove on this CPU. (Until 2026-12-05
+this column timed ``random_bits`` of as many words, one block per word and
+every word written to memory: 2.7x the kernels' real draws.)
 
     .venv/bin/python benchmarks/bench_fused.py [--size N] [--repeat R]
 """
@@ -97,13 +100,14 @@ def main(argv=None) -> int:
     for name, kernel, comp, draws in cases(NP, Fused, x):
         fns = {"kernel": kernel, "comp": comp}
         if draws:
-            fns["rng"] = lambda d=draws: threefry.random_bits(key, (d,))
+            fns["rng"] = lambda d=draws: threefry.draw_blocks(-(-d // 2))   # random_words: 2 words a block
         with warnings.catch_warnings(), np.errstate(all="ignore"):  # the compositions' ldexp overflows unused
             warnings.simplefilter("ignore")
             t = alternate(fns, args.repeat)
         rng = f"{t['rng'] * 1e3:13.1f}{t['rng'] / t['kernel']:7.0%}" if draws else f"{'-':>13}{'':>7}"
         print(f"{name:<24}{t['kernel'] * 1e3:11.1f}{t['comp'] * 1e3:16.1f}{t['comp'] / t['kernel']:9.1f}x{rng}")
-    print(f"load {os.getloadavg()[0]:.2f} after; 'share': the kernel's time its threefry words alone take")
+    print(f"load {os.getloadavg()[0]:.2f} after; 'share': the kernel's time its threefry blocks alone take "
+          "(computed, not stored)")
     return 0
 
 

@@ -268,7 +268,7 @@ def kill_tree(proc, graceful: bool = True, run_dir: str | None = None) -> None:
     SIGKILL (``graceful=False``: SIGKILL at once — a failed job has nothing left to save).
     With ``run_dir`` (the job's log folder), a last sweep kills every process that names it as
     an argument (:func:`job_processes`): one msrun forks after the tree was listed, in its own
-    session, escaped both the list and the process group (seen once in ~40 CI runs)."""
+    session, escaped both the list and the process group (seen once in CI)."""
     victims = descendants(proc.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL) if graceful else (signal.SIGKILL,):
         for pid in victims:
