@@ -307,22 +307,14 @@ def job_processes(run_dir: str) -> list[int]:
     while pid > 1 and pid not in mine:
         mine.add(pid)
         pid = (_stat(pid) or (0, ""))[0]
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) in mine:
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if any(a == run_dir or a.endswith("=" + run_dir) for a in argv) and start_time(int(d.name)) is not None:
-            out.append(int(d.name))
-    return out
+    return [p for p in processes_with(run_dir, lambda a: a == run_dir or a.endswith("=" + run_dir))
+            if p not in mine]
 
 
-def processes_with(marker: str) -> dict[int, list[str]]:
+def processes_with(marker: str, match=None) -> dict[int, list[str]]:
     """Live processes whose command line mentions ``marker`` (a job's log folder names its msrun,
-    scheduler and ranks): {pid: argv}."""
+    scheduler and ranks), or has an argument ``match(arg)`` accepts: {pid: argv}."""
+    match = match or (lambda a: marker in a)
     found = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit() and int(d.name) != os.getpid():
@@ -330,7 +322,7 @@ def processes_with(marker: str) -> dict[int, list[str]]:
                 argv = (d / "cmdline").read_bytes().decode(errors="replace").split("\0")
             except OSError:
                 continue
-            if any(marker in a for a in argv) and start_time(int(d.name)) is not None:
+            if any(match(a) for a in argv) and start_time(int(d.name)) is not None:
                 found[int(d.name)] = argv
     return found
 
