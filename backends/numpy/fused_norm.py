@@ -53,16 +53,20 @@ def _row_norm(x, xi, lo, hi, P, buf, inf_bits, key, kf):
     p = t(2.0 ** -(e - h1))
     r = t(1) / t(f)
     w = hi - lo
-    for i in range(w):
-        s = ((x[lo + i] * p1) * p) * r
+    xs = x[lo:hi]
+    for i in range(w):  # every loop from 0 over slices: no negative-index check, so they vectorize
+        s = ((xs[i] * p1) * p) * r
         buf[i] = s * s
-    for i in range(w, P):
-        buf[i] = t(0)
+    pad = buf[w:P]
+    for i in range(P - w):
+        pad[i] = t(0)
     h = P
     while h > 1:
         h //= 2
+        a = buf[:h]
+        b = buf[h:2 * h]
         for c in range(h):
-            buf[c] = buf[c] + buf[c + h]
+            a[c] = a[c] + b[c]
     return m * np.sqrt(buf[0])
 
 
