@@ -39,13 +39,13 @@ SCALE64 = 2.0**126
 @numba.njit(cache=True, nogil=True, inline="always")
 def _code32(b, k):
     """(E code, sign bit) of the float32 with bits b, given k."""
-    e = (b >> _U(23)) & _U(255)
-    m = b & _U(0x7FFFFF)
-    nan = (e == _U(255)) & (m != _U(0))
-    code = e + (_U(1) if k < m else _U(0))
+    e = _U(_U(b >> _U(23)) & _U(255))  # every step cast back to uint32: Numba widens uint32
+    m = _U(b & _U(0x7FFFFF))            # arithmetic to 64 bits, and the loop then runs 8 lanes
+    nan = (e == _U(255)) & (m != _U(0))  # wide, not 16 (its code loop 0.56 -> 0.26 ns an entry)
+    code = _U(e + (_U(1) if k < m else _U(0)))
     code = _U(255) if e == _U(255) else code
     code = _U(0) if nan else code
-    sign = _U(1) if nan else ((b >> _U(31)) if code != _U(0) else _U(0))
+    sign = _U(1) if nan else (_U(b >> _U(31)) if code != _U(0) else _U(0))
     return code, sign
 
 
@@ -85,7 +85,7 @@ def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp, hw):
             tmp[t] = np.uint8(s)
     else:
         for t in range(i1 - i0):
-            code, s = _code32(xs[t], hw[t] >> _U(9))
+            code, s = _code32(xs[t], _U(hw[t] >> _U(9)))
             es[t] = np.uint8(code)
             tmp[t] = np.uint8(s)
     bytes_to_words(tmp, i1 - i0, signs[w0:w1])
