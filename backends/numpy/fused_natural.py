@@ -19,6 +19,11 @@ to the uniform's 23 bits (``u = k / 2**23`` exactly):
 
 ±inf gives code 255, NaN code 0 with the sign bit set; a negative x has its
 sign bit only when its code is not 0.
+
+For float32 each threefry block is computed in the loop that codes its two entries
+(no words stored and read back; every step of the code cast back to uint32, since
+Numba widens uint32 arithmetic to 64 bits and the loop then ran 8 lanes wide):
+natural_pack on 25M float32 15.5 -> 12.5 -> 11.1 ms. float64 draws a block's words first.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import numpy as np
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
 from backends.numpy.fused_sign import bytes_to_words
-from backends.numpy.threefry import fill_words, key_schedule
+from backends.numpy.threefry import fill_words, key_schedule, threefry_pair
 
 _U = np.uint32
 _U64 = np.uint64
@@ -70,24 +75,35 @@ def _code64(b, x, k):
 def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp, hw):
     """Sign words [w0, w1) and their entries' exponent bytes. ``xb``: x's bits
     (uint32 for float32, uint64 for float64), ``wide``: x is float64; ``hw``: room
-    for the block's threefry words (entry i takes word i of ``random_words``)."""
+    for the block's threefry words, float64 only (entry i takes word i of ``random_words``)."""
     n = xb.size
     i0 = w0 * 32   # even: word i0 opens a threefry block
     i1 = min(n, w1 * 32)
-    fill_words(a, b, c, i0, i1, hw)
     xs = xb[i0:i1]
     es = exps[i0:i1]
     if wide:
+        fill_words(a, b, c, i0, i1, hw)
         vs = x[i0:i1]
         for t in range(i1 - i0):
             code, s = _code64(xs[t], vs[t], hw[t] >> _U(9))
             es[t] = np.uint8(code)
             tmp[t] = np.uint8(s)
-    else:
-        for t in range(i1 - i0):
-            code, s = _code32(xs[t], _U(hw[t] >> _U(9)))
-            es[t] = np.uint8(code)
-            tmp[t] = np.uint8(s)
+    else:  # a threefry block and its two entries per step: no words stored and read back
+        base = _U(_U(i0 >> 1) + b)
+        half = (i1 - i0) >> 1
+        for j in range(half):
+            y0, y1 = threefry_pair(a, b, c, _U(_U(j) + base))
+            c0, s0 = _code32(xs[2 * j], _U(y0 >> _U(9)))
+            c1, s1 = _code32(xs[2 * j + 1], _U(y1 >> _U(9)))
+            es[2 * j] = np.uint8(c0)
+            es[2 * j + 1] = np.uint8(c1)
+            tmp[2 * j] = np.uint8(s0)
+            tmp[2 * j + 1] = np.uint8(s1)
+        if (i1 - i0) & 1:
+            y0, _ = threefry_pair(a, b, c, _U(_U(half) + base))
+            code, s = _code32(xs[2 * half], _U(y0 >> _U(9)))
+            es[2 * half] = np.uint8(code)
+            tmp[2 * half] = np.uint8(s)
     bytes_to_words(tmp, i1 - i0, signs[w0:w1])
 
 
@@ -97,7 +113,7 @@ def _pack_parallel(xb, x, wide, k0, k1, signs, exps):
     nblk = (signs.size + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
         tmp = np.empty(WORDS * 32, np.uint8)
-        hw = np.empty(WORDS * 32 + 1, np.uint32)
+        hw = np.empty(WORDS * 32 + 1 if wide else 0, np.uint32)  # float64 only
         _pack_block(xb, x, wide, a, b, c, blk * WORDS, min(signs.size, blk * WORDS + WORDS), signs, exps, tmp, hw)
 
 
@@ -110,7 +126,7 @@ def pack_into(xb, x, wide, k0, k1, signs, words):
     elif xb.size:
         a, b, c = key_schedule(k0, k1)
         _pack_block(xb, x, wide, a, b, c, 0, signs.size, signs, exps, np.empty(signs.size * 32, np.uint8),
-                    np.empty(xb.size + 1, np.uint32))
+                    np.empty(xb.size + 1 if wide else 0, np.uint32))
     for j in range(xb.size, exps.size):  # the unused bytes of the last exponent word
         exps[j] = 0
 
