@@ -9,8 +9,11 @@ those kernels on the cluster's device:
     t(op) = max( (bytes(op) / s(op) + missed(op)) / bw(class),  flops(op) · f(class) / peak(dtype) )
             + drawn(op) / bw(rng) + segments(op) · t_segment + t_launch
     missed(op) = scattered(op) · max(0, 1 − C / table(op)) · L    (C, L: the device's cache and line bytes)
-    s(op)      = S if bytes(op) ≤ C / 2 (resident: ``OpCost.resident``) else 1
+    s(op)      = 1 / (1 − h · (1 − 1/S)) if bytes(op) ≤ C / 2 (resident: ``OpCost.resident``) else 1
                  (S: the device's ``cache_speedup`` | cluster.codec.cache_speedup, measured)
+    h          = min(1, (C / 2) / written(program))   (``OpCounts.resident_share``: the share
+                 of a resident kernel's bytes the cache still serves once the encode, or one
+                 payload's decode, writes more than half of it)
     bw(class) = stream_bw / f(class)          (device profile, kfsim.catalog.devices)
               | cluster.codec.<class>         (measured, ``kfsim calibrate``)
     t_launch  = device.launch_s | cluster.codec.op_overhead
@@ -106,16 +109,16 @@ def rates(cluster) -> Rates:
     return found
 
 
-def seconds(counts: OpCounts, r: Rates) -> float:
+def seconds(counts: OpCounts, r: Rates, share: float | None = None) -> float:
     """Σ_ops count · (max((bytes / s + missed) / bw(class), flops · f(class) / peak(dtype))
-    + drawn / bw(rng) + segments · t_segment + overhead)."""
+    + drawn / bw(rng) + segments · t_segment + overhead); ``share``: the program's
+    (``OpCounts.resident_share``), by default that of ``counts``."""
     total = 0.0
+    if share is None:
+        share = counts.resident_share(r.cache)
     for op, k in counts.entries:
         i = _CLASS_INDEX[op.cls]
-        streamed = op.bytes_read + op.bytes_written
-        if r.speedup != 1.0 and op.resident(r.cache):
-            streamed /= r.speedup
-        t = (streamed + op.missed_bytes(r.cache, r.line)) / r.bw[i]
+        t = (op.streamed(r.cache, r.speedup, share) + op.missed_bytes(r.cache, r.line)) / r.bw[i]
         if op.flops:
             t = max(t, op.flops * r.factor[i] / r.peak(op.flop_dtype))
         if op.rng_bytes:
@@ -156,8 +159,9 @@ def tensor_codec(comp, shape: tuple, dtype: str, r: Rates) -> TensorCodec:
     found = _TENSORS.get(key)
     if found is None:
         cc = _program_cost(comp, shape, dtype, reference_ops())
-        found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r) + r.call, seconds(cc.decode, r),
-                                            seconds(cc.decode_per_worker, r))
+        share = cc.decode_at(1).resident_share(r.cache)   # one payload's decode (T_dec stays linear in n)
+        found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r) + r.call, seconds(cc.decode, r, share),
+                                            seconds(cc.decode_per_worker, r, share))
     return found
 
 

@@ -123,3 +123,34 @@ def test_copy_rate_and_cache_speedup_measure(monkeypatch):
     assert s >= 1.0 and resident > 0 and stream > 0
     with pytest.raises(ValueError, match="cache_bytes"):
         membw.cache_speedup(0.0)
+
+
+def test_a_program_writing_past_half_the_cache_keeps_a_share_of_the_discount():
+    """Up to half the cache written the resident kernels get the whole discount; past it the share
+    budget / written (each byte written beyond evicts one the cache would serve), priced alike by
+    the simulator and the fit's class bytes; a real program that writes 100s of MiB at 10^6 entries
+    (countsketch) is priced near the streaming rate, one that writes a few MiB (bf16) not at all."""
+    op = cost.OpCost("k", "elementwise", 4 * MIB, 4 * MIB)     # 8 MiB: resident in 32 MiB
+    assert cost.OpCounts(((op, 2.0),)).resident_share(32 * MIB) == 1.0     # writes 8 MiB
+    assert cost.OpCounts(((op, 4.0),)).resident_share(32 * MIB) == 1.0     # 16 MiB: exactly half
+    five = cost.OpCounts(((op, 5.0),))                                        # 20 MiB
+    assert five.resident_share(32 * MIB) == pytest.approx(16 / 20)
+    assert cost.OpCounts().resident_share(32 * MIB) == 1.0                  # nothing written
+    r = simcodec.rates(with_speedup(4.0, op_overhead=0.0, elementwise=10e9))
+    assert r.cache == 32 * MIB
+    full, none = simcodec.seconds(five, r, share=1.0), simcodec.seconds(five, r, share=0.0)
+    assert none == pytest.approx(5 * 8 * MIB / 10e9) and full == pytest.approx(none / 4)
+    assert simcodec.seconds(five, r) == pytest.approx(full + (1 - 16 / 20) * (none - full))
+    assert five.class_bytes(r.cache, r.line, 4.0)["elementwise"] / 10e9 == pytest.approx(simcodec.seconds(five, r))
+    sketch = cost.codec_cost(compressors.parse("countsketch(ratio=0.2)"), (1000, 1000), np.float32, J)
+    assert sketch.encode.bytes_written > 100 * MIB and sketch.encode.resident_share(r.cache) < 0.2
+    bf16 = cost.codec_cost(compressors.parse("bf16()"), (1000, 1000), np.float32, J)
+    assert bf16.encode.resident_share(r.cache) == 1.0 == bf16.decode_at(1).resident_share(r.cache)
+
+
+def test_the_decode_stays_linear_in_the_payloads():
+    """One share for the decode (that of one payload's), so T_dec(n) = dec + n · dec_per_worker."""
+    cl = with_speedup(4.0)
+    c = simcodec.codec_cost(compressors.parse("quantize(bits=8, bucket=64)"), (1000, 1000), cl)
+    d2, d3, d9 = c.decode(2), c.decode(3), c.decode(9)
+    assert d9 - d3 == pytest.approx(6 * (d3 - d2)) and d3 > d2 > 0
