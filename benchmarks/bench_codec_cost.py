@@ -39,7 +39,10 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    cannot be told apart at one size), 10^6 held out;
    Both fits price a kernel resident in the cache (its bytes within half the last-level
    cache: elementwise, reduction and convert kernels, ``compressors.cost.OpCost.resident``)
-   ``cache_speedup`` times faster; that speedup is measured before the rows, by a threaded
+   ``cache_speedup`` times faster (for the share of its bytes the cache still serves when its
+   program writes more than half the cache: ``compressors.cost.OpCounts.resident_share``; on
+   this stop's fresh NumPy rows all-row median/worst 12.4/57.1 -> 10.8/40.9 %, MindSpore rows
+   23.6/79.5 -> 23.2/71.7 %); that speedup is measured before the rows, by a threaded
    copy of 1/8 of the cache against one of 1 GiB (``kfsim.testbed.membw``), not fitted
    (``--cache-speedup 1`` turns the term off; a ``--save`` file keeps the run's figure);
 3. predict every row with the simulator's own pricing (``tensor_codec`` on a
