@@ -11,9 +11,8 @@ through the Compressor API (``compressors.roundtrip``: every round's
 ``jax.jit``-compiled function (compile time excluded); on NumPy it runs as
 written. Time t_rt is the best of ``--repeat`` runs in the steady state, after
 :func:`warm_up` (the first calls of a fresh process, and NumPy calls for a
-few seconds after heavy JAX work, run up to 5-10x slower), over ``--passes`` passes of all
-the rows (default 2), each row's best pass kept: back-to-back runs share a burst of machine noise
-(one row of two runs minutes apart: 12.9 and 18.5 ms, the same host kernels through JAX 13.3 and 13.0).
+few seconds after heavy JAX work, run up to 5-10x slower), over ``--passes`` passes of all rows,
+each row's best kept: back-to-back runs share a burst of noise (one row of two runs: 12.9, 18.5 ms).
 
 The ceiling is the machine's memory bandwidth, measured once per run with all
 cores: the best of several copies of a >= 1 GiB array (``--copy-gib``) by
@@ -313,21 +312,16 @@ def main(argv=None) -> None:
             t_min = (8.0 * n + 2.0 * P) / bw
             blocks = drawn_blocks(comp, (side, side))
             if blocks:
-                t_d = draw_seconds(blocks, repeat)
-                draws[blocks] = min(t_d, draws.get(blocks, t_d))
+                draws[blocks] = min(draw_seconds(blocks, repeat), draws.get(blocks, math.inf))
+                floors[spec] = (draws[blocks], t_min)
             t_rng = draws.get(blocks, 0.0)
-            if blocks:
-                floors[spec] = (t_rng, t_min)
             for backend in names:
-                if rows.get((spec, backend), "").endswith("(failed)"):
-                    continue
                 try:
                     run = make_roundtrip(backend, comp, grad)
                     warm_up(run)
                     t = best_time(run, repeat)
                 except Exception as exc:  # report and go on with the next one
-                    rows[spec, backend] = (f"{spec:<58} {backend:<7} failed: {type(exc).__name__}: "
-                                           f"{str(exc)[:80]} (failed)")
+                    rows.setdefault((spec, backend), f"{spec:<58} {backend:<7} failed: {type(exc).__name__}: {exc}"[:160])
                     continue
                 if t >= times.get((spec, backend), math.inf):
                     continue
