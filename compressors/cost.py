@@ -253,14 +253,15 @@ class OpCounts(NamedTuple):
         return out
 
     def class_bytes(self, cache_bytes: float | None = None, line_bytes: float = 64.0,
-                    speedup: float = 1.0) -> dict[str, float]:
+                    speedup: float = 1.0, share: float | None = None) -> dict[str, float]:
         """Bytes per cost class (read + written, internal draws in ``rng``, missed lines
         with ``cache_bytes``: :meth:`by_class`); with ``speedup`` > 1 and ``cache_bytes``, the
         streamed bytes of a :meth:`OpCost.resident` kernel count 1/speedup (the time they take at
-        the class's streaming rate when the cache serves them ``speedup`` times faster)."""
+        the class's streaming rate when the cache serves them ``speedup`` times faster), for the
+        ``share`` of them the cache serves (default: :meth:`resident_share` of these counts)."""
         out = {c: t.bytes_read + t.bytes_written for c, t in self.by_class(cache_bytes, line_bytes).items()}
         if speedup != 1.0 and cache_bytes is not None:
-            share = self.resident_share(cache_bytes)
+            share = self.resident_share(cache_bytes) if share is None else share
             for c, k in self.entries:
                 out[c.cls] -= k * (c.bytes_read + c.bytes_written - c.streamed(cache_bytes, speedup, share))
         return out
@@ -359,6 +360,11 @@ class CodecCost(NamedTuple):
 
     def decode_at(self, n: int) -> OpCounts:
         return self.decode.plus(self.decode_per_worker, float(n))
+
+    def decode_share(self, cache_bytes: float) -> float:
+        """The resident share (:meth:`OpCounts.resident_share`) of every decode, whatever its n:
+        that of one payload's, so the decode's price stays linear in n."""
+        return self.decode_at(1).resident_share(cache_bytes)
 
 
 TRACE_N = (2, 3)   # the two worker counts decode is traced at (see the module docstring)

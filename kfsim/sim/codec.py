@@ -159,7 +159,7 @@ def tensor_codec(comp, shape: tuple, dtype: str, r: Rates) -> TensorCodec:
     found = _TENSORS.get(key)
     if found is None:
         cc = _program_cost(comp, shape, dtype, reference_ops())
-        share = cc.decode_at(1).resident_share(r.cache)   # one payload's decode (T_dec stays linear in n)
+        share = cc.decode_share(r.cache)
         found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r) + r.call, seconds(cc.decode, r, share),
                                             seconds(cc.decode_per_worker, r, share))
     return found

@@ -208,8 +208,8 @@ def program_totals(spec: str, shapes, n: int = 1, speedup: float = 1.0) -> Progr
         if not coded:
             continue
         cc = codec_cost(comp, s, "float32", reference_ops())
-        for counts in (cc.encode, cc.decode_at(n)):
-            for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes, speedup).items():
+        for counts, share in ((cc.encode, None), (cc.decode_at(n), cc.decode_share(cpu.cache_bytes))):
+            for cls, b in counts.class_bytes(cpu.cache_bytes, cpu.line_bytes, speedup, share).items():
                 by_class[cls] += b
             ops += counts.n_ops
             segments += counts.segments

@@ -154,3 +154,21 @@ def test_the_decode_stays_linear_in_the_payloads():
     c = simcodec.codec_cost(compressors.parse("quantize(bits=8, bucket=64)"), (1000, 1000), cl)
     d2, d3, d9 = c.decode(2), c.decode(3), c.decode(9)
     assert d9 - d3 == pytest.approx(6 * (d3 - d2)) and d3 > d2 > 0
+
+
+def test_the_fit_prices_an_n_payload_decode_with_the_simulators_share():
+    """program_totals (the fit's rows) and the simulator give a decode of n payloads the same
+    share, one payload's (CodecCost.decode_share), at every n: the fit's class bytes at the
+    simulator's rates are its seconds."""
+    spec, shape = "signum(beta=0.9)", (1000, 1000)   # one payload's decode writes 19 MiB, each more 7.6
+    cc = cost.codec_cost(compressors.parse(spec), shape, np.float32, J)
+    r = simcodec.rates(with_speedup(4.0))
+    assert cc.decode_share(r.cache) == cc.decode_at(1).resident_share(r.cache) < 1.0
+    for n in (1, 4):
+        fit = cc.decode_at(n).class_bytes(r.cache, r.line, 4.0, cc.decode_share(r.cache))
+        own = cc.decode_at(n).class_bytes(r.cache, r.line, 4.0)
+        assert sum(fit.values()) <= sum(own.values()) + 1e-6   # n payloads write more: their own share is smaller
+        b4 = calibrate.program_totals(spec, [shape], n=n, speedup=4.0).class_bytes
+        enc = cc.encode.class_bytes(r.cache, r.line, 4.0)
+        want = [enc.get(c, 0.0) + fit.get(c, 0.0) for c in cost.CLASSES]
+        assert b4 == pytest.approx(want, rel=1e-12, abs=1e-6)
