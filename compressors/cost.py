@@ -270,9 +270,8 @@ class OpCounts(NamedTuple):
         """The share of its resident kernels' bytes a cache of ``cache_bytes`` serves: all of
         them while the bytes the program writes fit in the half of the cache a resident kernel
         may use (:data:`RESIDENT_FRACTION`); past that, every byte written beyond it evicts a
-        line the cache would have served, and the dirty lines go back to memory: budget /
-        written. (1e6-entry programs that write 35-900 MiB, countsketch, dgc, sumquant,
-        doublesqueeze, ran 1.8-2.3x slower than a whole-cache discount predicted.)"""
+        line the cache would have served, and the dirty lines go back to memory: budget / written
+        (1e6-entry countsketch, dgc, sumquant, doublesqueeze write 35-900 MiB: 1.8-2.3x slower)."""
         written = self.bytes_written
         budget = RESIDENT_FRACTION * cache_bytes
         return 1.0 if written <= budget else budget / written
