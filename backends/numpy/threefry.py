@@ -152,11 +152,16 @@ def fill_words(a, b, c, m0, m1, hw):
     (word m at hw[m - 2·(m0 // 2)]): word 2j is y0 and 2j + 1 is y1 of the block of counter j.
     ``c`` as :func:`threefry_hash`'s; the key words a, b."""
     j0 = m0 >> 1
-    base = _U(_U(j0) + b)
-    for j in range(((m1 + 1) >> 1) - j0):
+    _fill_blocks(a, b, c, _U(_U(j0) + b), ((m1 + 1) >> 1) - j0, hw)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _fill_blocks(a, b, c, base, n, hs):
+    """hs[2j], hs[2j + 1] = y0, y1 of the block of counter j + base - b, for j < n."""
+    for j in range(n):
         y0, y1 = threefry_pair(a, b, c, _U(_U(j) + base))
-        hw[2 * j] = y0
-        hw[2 * j + 1] = y1
+        hs[2 * j] = y0
+        hs[2 * j + 1] = y1
 
 
 FETCH_STEP = 32  # threefry blocks drawn between two rounds of prefetches (fill_words_fetching)
@@ -182,11 +187,7 @@ def fill_words_fetching(a, b, c, m0, m1, hw, x, i0, i1):
             prefetch(x, i0 + q * per_line)
         lo = s * FETCH_STEP
         hi = min(nb, lo + FETCH_STEP)
-        hs = hw[2 * lo:2 * hi]
-        for j in range(hi - lo):
-            y0, y1 = threefry_pair(a, b, c, _U(_U(j + lo) + base))
-            hs[2 * j] = y0
-            hs[2 * j + 1] = y1
+        _fill_blocks(a, b, c, _U(base + _U(lo)), hi - lo, hw[2 * lo:2 * hi])
 
 
 @numba.njit(cache=True, nogil=True)
