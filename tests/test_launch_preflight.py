@@ -95,6 +95,35 @@ def test_death_reports_name_signal_oom_and_log_line(tmp_path):
                                        "Error code: -9.").groups() == ("4321", "-9")
 
 
+class _Exited:
+    """An msrun that has exited with ``rc``."""
+    pid = 0
+
+    def __init__(self, rc: int):
+        self.rc = rc
+
+    def poll(self) -> int:
+        return self.rc
+
+
+def test_a_crash_after_every_rank_said_done_is_a_finished_job(tmp_path):
+    """MindSpore 2.10 can segfault in its distributed teardown (CI: rank 1 of a two-node job,
+    after its heartbeat said done): the job's work is complete, so watch() calls it finished and
+    after_done() names the crash for the launcher's warning; a rank short of done still fails it."""
+    (tmp_path / "hb.rank1").write_text("done")
+    (tmp_path / "msrun.out").write_text(
+        "[ERROR] ME(1:2,MainProcess):x Worker process 4321 exit with exception. Error code: -11.\n" * 2)
+    (tmp_path / "worker_1.log").write_text("[INFO] step 2\n")
+    assert supervise.watch(_Exited(1), tmp_path, [1], time.time(), 60, 60) is None
+    names = {4321: ("rank 1", tmp_path / "worker_1.log")}
+    assert supervise.after_done(tmp_path, names) == (
+        "rank 1 (pid 4321) was killed by SIGSEGV (signal 11); worker_1.log: [INFO] step 2")
+    assert supervise.after_done(tmp_path / "none", names) == ""
+    (tmp_path / "hb.rank1").write_text("2")
+    msg = supervise.watch(_Exited(1), tmp_path, [1], time.time(), 60, 60)
+    assert msg == "msrun exited with code 1; ranks not finished (last step): {1: '2'}"
+
+
 def _gone(pid: int, within: float) -> bool:
     deadline = time.time() + within
     while time.time() < deadline:

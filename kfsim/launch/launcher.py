@@ -301,6 +301,9 @@ def launch(spec: str, *, workers: int = 2, model: str = "mlp", steps: int = 20, 
         err = err or fps.poll()
         if err is not None and log is not None:
             log(f"job failed: {err}")
+        if err is None and proc.returncode and log is not None:  # every rank of this node said done
+            log(f"warning: msrun exited with code {proc.returncode} after this node's ranks finished (their "
+                f"records and checkpoints are complete): {supervise.after_done(log_dir, ranks.names) or '?'}")
     finally:
         if link is not None:  # before the teardown: the other nodes stop at once
             link.finish(err if err is not None or sys.exc_info()[0] is None else "its launcher was interrupted")

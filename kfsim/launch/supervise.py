@@ -128,6 +128,7 @@ class Ranks:
         self.ids = rank_ids(workers)
         self.workers = len(self.ids)
         self.known: dict[int, tuple[str, Path, str]] = {}   # pid -> (who, log, start time)
+        self.names: dict[int, tuple[str, Path]] = {}         # every pid seen -> (who, log)
         self.dead: dict[int, float] = {}                    # pid -> when first seen gone
         self.oom_before = oom_kills()
         self._scanned = 0.0
@@ -158,6 +159,7 @@ class Ranks:
             started = start_time(int(d.name))
             if started is not None:
                 self.known[int(d.name)] = (who, log, started)
+                self.names[int(d.name)] = (who, log)
 
     def _finished(self, who: str) -> bool:
         if who == "the scheduler":
@@ -180,8 +182,8 @@ class Ranks:
         for pid, since in list(self.dead.items()):
             who, log, _ = self.known[pid]
             code = self._reported(pid)
-            if code is None and self._finished(who):
-                del self.known[pid], self.dead[pid]  # a normal exit
+            if self._finished(who):  # its work is done; a crash in teardown is the launcher's warning
+                del self.known[pid], self.dead[pid]
                 continue
             if code is not None or now - since > REPORT_WAIT_S:
                 return explain(who, pid, code, log, self.oom_before, oom_kills())
@@ -221,7 +223,7 @@ def watch(proc, log_dir: Path, workers, t0: float, timeout_s: float, stall_s: fl
         if early and done:
             return None
         if rc is not None:
-            if rc == 0 and done:
+            if done:  # every rank closed its record and checkpoints: msrun's code is a teardown's
                 return None
             if ranks is not None and (found := ranks.poll()):
                 return found
@@ -236,6 +238,21 @@ def watch(proc, log_dir: Path, workers, t0: float, timeout_s: float, stall_s: fl
             if not p.exists() and now - t0 > stall_s + 120:
                 return f"rank {r} never started"
         time.sleep(POLL_S)
+
+
+def after_done(log_dir: Path, names: dict[int, tuple[str, Path]]) -> str:
+    """The processes msrun reports dead with a non-zero status (``names``: pid -> (who, log)),
+    for a job whose ranks had all said ``done``: "rank 1 (pid 9) was killed by SIGSEGV ...",
+    joined by "; " ("" when none). MindSpore 2.10 can crash in its distributed teardown."""
+    try:
+        text = (log_dir / "msrun.out").read_text(errors="replace")
+    except OSError:
+        return ""
+    found = []
+    for pid, code in dict.fromkeys(MSRUN_EXIT.findall(text)):
+        who, log = names.get(int(pid), ("a process of the job", log_dir / "msrun.out"))
+        found.append(explain(who, int(pid), int(code), log, None, None))
+    return "; ".join(found)
 
 
 def culprit(log_dir: Path) -> str:
