@@ -124,11 +124,28 @@ class LoopbackExchange:
             self._phases[key] = self._graph(self.comp.step(int(step)))
         return self._phases[key]
 
-    def __call__(self, grads_per_worker, states, step: int):
+    def _args(self, grads_per_worker, states, step: int) -> list:
         import mindspore as ms
-        traced, cell = self._phase_graph(step)
-        args = [to_ms(x) for g in grads_per_worker for x in g] + [to_ms(x) for s in states for x in s] \
+        return [to_ms(x) for g in grads_per_worker for x in g] + [to_ms(x) for s in states for x in s] \
             + [ms.Tensor(np.int32(step))]
+
+    def resident(self, grads_per_worker, states, step: int):
+        """A no-argument callable that runs ``step``'s graph on these inputs, made MindSpore
+        tensors once, and waits for it (its outputs stay MindSpore tensors): the exchange as a
+        training graph runs it, without the NumPy copies in and out of :meth:`__call__`."""
+        import mindspore as ms
+        _, cell = self._phase_graph(step)
+        args = self._args(grads_per_worker, states, step)
+
+        def run():
+            out = cell(*args) if self._mode == "graph" else cell.construct(*args)
+            ms.runtime.synchronize()
+            return out
+        return run
+
+    def __call__(self, grads_per_worker, states, step: int):
+        traced, cell = self._phase_graph(step)
+        args = self._args(grads_per_worker, states, step)
         res = cell(*args) if self._mode == "graph" else cell.construct(*args)
         res = [to_np(r) for r in res]
         k = len(traced.means[0])
