@@ -25,7 +25,10 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    ``ef(topk)`` at 1e6 were slow in 5 of 8 within three minutes, then in 0
    of 20 (memory-bound kernels on fresh 4 MB arrays 1.4-3x slower, a cached
    add not; no page faults or context switches): load on the shared cache or
-   memory, not a state of the process. So compare runs by their rows, not only by the summary (a
+   memory, not a state of the process. With two passes or more the run prints a row's slowest
+   pass over its fastest (median, worst): the noise the errors sit on (MindSpore, 1e5 and 1e6
+   rows, two runs of the same code back to back on 2026-12-06: rows differed by a median 30 and
+   18 %, worst 195 and 109 %). So compare runs by their rows, not only by the summary (a
    scheduled spec, warm-up or DGC, in its phase at step ``STEADY_STEP``) (NumPy: the
    Compressor API on the NumPy/Numba binding; MindSpore: the lowered
    loopback exchange, compiled, compile time excluded, on inputs made MindSpore tensors
@@ -181,6 +184,12 @@ def summary(errs) -> str:
     return f"median {statistics.median(a):6.1%}  worst {max(a):6.1%}  ({len(a)} rows)"
 
 
+def noise(best: dict, worst: dict) -> str:
+    """'median +x %, worst +y % (n rows)' of the slowest pass of a row over its fastest."""
+    d = [worst[k] / t - 1.0 for k, t in best.items() if t is not None and k in worst]
+    return f"median {statistics.median(d):+.1%}, worst {max(d):+.1%} ({len(d)} rows)" if d else "no rows"
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--measure-one"]:
@@ -241,6 +250,7 @@ def main(argv=None) -> None:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 sys.exit(f"bench_codec_cost: cannot load {backend} rows from {a.load}: {type(exc).__name__}: {exc}")
         best: dict = {}   # (size, spec) -> seconds, the least over the passes
+        worst: dict = {}  # (size, spec) -> seconds, the most
         for _ in range(a.passes if a.load is None else 0):
             for size in a.sizes:
                 for spec in specs:
@@ -253,6 +263,10 @@ def main(argv=None) -> None:
                         best[size, spec] = None
                         continue
                     best[size, spec] = min(t, best.get((size, spec)) or math.inf)
+                    worst[size, spec] = max(t, worst.get((size, spec), 0.0))
+        if a.passes > 1 and best:
+            print(f"# {backend}: a row's slowest pass over its fastest, {noise(best, worst)}: the same code on the "
+                  f"same machine, the noise the errors below sit on")
         measured += [(t, shape_of(size), spec, size) for (size, spec), t in best.items() if t is not None]
         saved[backend] = measured
         if a.save is not None:
