@@ -120,7 +120,7 @@ ROUNDTRIPS = {"numpy": numpy_roundtrip, "mindspore": mindspore_roundtrip}
 # 2.5e7 in one process passed 24 GB and were killed (OOM). Each of its rows runs in a child process.
 ISOLATED = {"mindspore"}
 # A backend whose own kernels show no in-cache speedup: MindSpore's CPU kernels (a one-op add graph
-# of 2^16..2^20 float32 entries ran 0.35-2.2 ms, best of 60, in two runs of one minute apart: a launch
+# of 2^16..2^20 float32 entries ran 0.35-2.2 ms, best of 60, in two runs a minute apart: a launch
 # floor and jitter hide any in-cache rate) are priced at speedup 1, as ``kfsim calibrate``'s
 # MindSpore-testbed profiles are (the copy's speedup is the NumPy kernels'). --cache-speedup overrides.
 OWN_SPEEDUP = {"mindspore": 1.0}

@@ -138,15 +138,17 @@ class LoopbackExchange:
         args = self._args(grads_per_worker, states, step)
 
         def run():
-            out = cell(*args) if self._mode == "graph" else cell.construct(*args)
+            out = self._run(cell, args)
             ms.runtime.synchronize()
             return out
         return run
 
+    def _run(self, cell, args):
+        return cell(*args) if self._mode == "graph" else cell.construct(*args)
+
     def __call__(self, grads_per_worker, states, step: int):
         traced, cell = self._phase_graph(step)
-        args = self._args(grads_per_worker, states, step)
-        res = cell(*args) if self._mode == "graph" else cell.construct(*args)
+        res = self._run(cell, self._args(grads_per_worker, states, step))
         res = [to_np(r) for r in res]
         k = len(traced.means[0])
         ns = len(traced.state_out[0])
