@@ -16,12 +16,16 @@ uint16, which is the uniforms' order (entry 2m + h takes half h of word m),
 so neither loop shuffles; 8- and 16-bit codes go straight into the output's
 bytes or half-words (and are read back from them), 4-bit codes are decoded
 from their bytes, 1- and 2-bit ones by a look-up of their bucket's 2 or 4
-values (dequantize on 25M: 4.8-5.0 -> 3.6 ms), other widths go through a codes buffer (uint16: half the
+values (dequantize on 25M: 4.8-5.0 -> 3.6 ms; 2-bit codes pick theirs by selects,
+3.65 -> 2.1 ms), other widths go through a codes buffer (uint16: half the
 scratch traffic of uint32; 4-bit quantize_pack on 25M 8.5 -> 7.9 ms, 3-bit in
-buckets of 50 14.2 -> 11.9 ms). Codes under 8 bits draw a block's words with its
-entries prefetched between steps (``threefry.fill_words_fetching``), so the reads
-overlap the draws: 25M float32 4-bit 8.0 -> 7.0 ms, 2-bit 8.9 -> 8.0, 1-bit 9.5 -> 8.3
-(8-bit, whose blocks hold 4x fewer entries, gained nothing and keeps the plain fill).
+buckets of 50 14.2 -> 11.9 ms). A block is drawn, rounded and packed ``SUB``
+entries at a time, so its words, codes and entries stay in L1 from one loop to the
+next (25M float32, best of 15, old and new code run alternately: 1-bit 6.5 -> 6.1 ms,
+2-bit 6.25 -> 5.95, 4-bit 7.0 -> 6.1, 8-bit signed 6.5 -> 6.2); it replaced drawing a
+whole block's words with its entries prefetched between steps. Codes of {0, 1}
+(top = 1: terngrad's signed 2-bit ones, 1-bit) round without clamp or floor: with the
+chunks, terngrad's quantize_pack 7.8 -> 5.95 ms.
 A thread allocates its buffers once per ``CHUNK`` blocks:
 with one glibc arena (``backends.memory``) the threads would otherwise meet
 on the allocator's lock twice per block.
@@ -34,9 +38,10 @@ import numpy as np
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
 from backends.numpy.packing import pack_codes, unpack_codes
-from backends.numpy.threefry import fill_words, fill_words_fetching, key_schedule
+from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
+SUB = 2048  # entries drawn and rounded at a time (a multiple of 4: whole threefry blocks)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -56,7 +61,13 @@ def round_codes(xs, o, s, top, bits, signed, hs, cs):
     high = _U(1) << _U(bits - 1)
     half = np.float32(0.5)
     res = np.float32(1.0 / 65536.0)
-    if signed:  # sign and magnitude: the top bit marks x - offset < 0
+    if top == np.float32(1.0):  # codes {0, 1}: f + [u < y - f] is [u < y] for every y (u < 1; NaN: false),
+        for t in range(xs.size):  # so neither clamp nor floor (the loop in cache, one core: 0.24 -> 0.10 ns an entry)
+            v = xs[t] - o
+            u = (np.float32(hs[t]) + half) * res
+            y = abs(v) * s if signed else v * s
+            cs[t] = (one if u < y else nil) + (high if signed and v < zero else nil)
+    elif signed:  # sign and magnitude: the top bit marks x - offset < 0
         for t in range(xs.size):
             v = xs[t] - o
             y = abs(v) * s
@@ -84,34 +95,34 @@ def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, cod
     per = 32 // bits
     i0 = w0 * per
     i1 = min(x.size, w1 * per)
-    m0 = i0 >> 1
-    if bits >= 8:  # (prefetching slowed 8-bit codes, 6.1 -> 6.4 ms on 25M float32)
-        fill_words(a, b, c, m0, (i1 + 1) >> 1, hw)   # from word 2·(m0 // 2)
-    else:
-        fill_words_fetching(a, b, c, m0, (i1 + 1) >> 1, hw, x, i0, i1)
     h16 = hw.view(np.uint16)
-    ub = 4 * (m0 >> 1)
     if bits == 8:
         narrow8 = out.view(np.uint8)
     if bits == 16:
         narrow16 = out.view(np.uint16)
-    i = i0
-    while i < i1:
-        e, o, s = _bucket_run(i, i1, B, off, inv)
-        hs = h16[i - ub:e - ub]
-        if bits == 8:
-            round_codes(x[i:e], o, s, top, bits, signed, hs, narrow8[i:e])
-        elif bits == 16:
-            round_codes(x[i:e], o, s, top, bits, signed, hs, narrow16[i:e])
-        else:
-            round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - i0:e - i0])
-        i = e
+    sub = max(1, SUB // (4 * per)) * 4 * per   # whole threefry blocks and whole code words
+    for s0 in range(i0, i1, sub):   # a share of the block's words drawn, its entries rounded and packed
+        s1 = min(i1, s0 + sub)
+        m0 = s0 >> 1
+        fill_words(a, b, c, m0, (s1 + 1) >> 1, hw)   # from word 2·(m0 // 2)
+        ub = 4 * (m0 >> 1)
+        i = s0
+        while i < s1:
+            e, o, s = _bucket_run(i, s1, B, off, inv)
+            hs = h16[i - ub:e - ub]
+            if bits == 8:
+                round_codes(x[i:e], o, s, top, bits, signed, hs, narrow8[i:e])
+            elif bits == 16:
+                round_codes(x[i:e], o, s, top, bits, signed, hs, narrow16[i:e])
+            else:
+                round_codes(x[i:e], o, s, top, bits, signed, hs, codes[i - s0:e - s0])
+            i = e
+        if bits != 8 and bits != 16:
+            pack_codes(codes, s1 - s0, bits, out, s0 // per)
     if bits == 8:
         narrow8[i1:w1 * per] = 0  # the unused fields of a last partial word
     elif bits == 16:
         narrow16[i1:w1 * per] = 0
-    else:
-        pack_codes(codes, i1 - i0, bits, out, w0)
 
 
 CHUNK = 16  # blocks per thread-loop iteration (its scratch buffers are allocated once)
@@ -123,8 +134,8 @@ def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
     per = 32 // bits
     nblk = (out.size + WORDS - 1) // WORDS
     for ch in numba.prange((nblk + CHUNK - 1) // CHUNK):
-        codes = np.empty(WORDS * per, np.uint16)
-        hw = np.empty(WORDS * per // 2 + 3, np.uint32)
+        codes = np.empty(SUB, np.uint16)   # a share of a block at a time
+        hw = np.empty(SUB // 2 + 3, np.uint32)
         for blk in range(ch * CHUNK, min(nblk, ch * CHUNK + CHUNK)):
             w0 = blk * WORDS
             _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, min(out.size, w0 + WORDS), out,
@@ -134,8 +145,8 @@ def _quantize_parallel(x, off, inv, B, top, bits, signed, k0, k1, out):
 @numba.njit(cache=True, nogil=True)
 def _quantize_serial(x, off, inv, B, top, bits, signed, k0, k1, out):
     a, b, c = key_schedule(k0, k1)
-    codes = np.empty(out.size * (32 // bits), np.uint16)
-    hw = np.empty(out.size * (32 // bits) // 2 + 3, np.uint32)
+    codes = np.empty(SUB, np.uint16)
+    hw = np.empty(SUB // 2 + 3, np.uint32)
     _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, 0, out.size, out, codes, hw)
 
 
@@ -173,9 +184,17 @@ def _value(c, o, s, high, signed, dt):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _entry(c, lut, o, s, high, signed, dt):
-    """The value of code c: ``lut[c]`` when a look-up table is given, else :func:`_value`."""
-    return lut[c] if lut.size else _value(c, o, s, high, signed, dt)
+def _entry(c, bits, lut, table, lv, o, s, high, signed, dt):
+    """The value of code c: with ``table``, the one of the bucket's values ``lv`` (codes 0..3;
+    a 1-bit code picks from the first two) that c's bits select, else :func:`_value`. Selects,
+    not ``lut[c]``: an indexed load from a table the loop's stores may alias is a gather LLVM
+    cannot hoist (the 2-bit decode loop in cache, one core: 0.27 -> 0.15 ns an entry)."""
+    if not table:
+        return _value(c, o, s, high, signed, dt)
+    if bits == 1:
+        return lut[c]
+    lo = lv[1] if c & np.uint8(1) else lv[0]
+    return (lv[3] if c & np.uint8(1) else lv[2]) if c & np.uint8(2) else lo
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -185,11 +204,14 @@ def _decode_bytes(wb, i, e, bits, pb, lut, o, s, high, signed, out):
     (j % pb)·bits of byte j // pb): whole bytes in one loop (pb a constant: unrolled and
     vectorized, no codes buffer), the entries before the first and after the last whole byte
     one at a time. With a non-empty ``lut`` (the bucket's 2**bits values, computed by
-    :func:`_value`: the same roundings) each entry is looked up instead of computed."""
+    :func:`_value`: the same roundings) each entry is picked from them instead of computed."""
     dt = out.dtype.type
     mask = np.uint8((1 << bits) - 1)
+    table = lut.size > 0
+    top = max(lut.size - 1, 0)
+    lv = (lut[0], lut[min(1, top)], lut[min(2, top)], lut[min(3, top)]) if table else (o, o, o, o)
     while i < e and i % pb != 0:
-        out[i] = _entry((wb[i // pb] >> np.uint8((i % pb) * bits)) & mask, lut, o, s, high, signed, dt)
+        out[i] = _entry((wb[i // pb] >> np.uint8((i % pb) * bits)) & mask, bits, lut, table, lv, o, s, high, signed, dt)
         i += 1
     k0 = i // pb
     full = (e - i) // pb
@@ -198,9 +220,9 @@ def _decode_bytes(wb, i, e, bits, pb, lut, o, s, high, signed, out):
     for k in range(full):
         v = bs[k]
         for t in range(pb):
-            os[pb * k + t] = _entry((v >> np.uint8(t * bits)) & mask, lut, o, s, high, signed, dt)
+            os[pb * k + t] = _entry((v >> np.uint8(t * bits)) & mask, bits, lut, table, lv, o, s, high, signed, dt)
     for j in range(i + full * pb, e):
-        out[j] = _entry((wb[j // pb] >> np.uint8((j % pb) * bits)) & mask, lut, o, s, high, signed, dt)
+        out[j] = _entry((wb[j // pb] >> np.uint8((j % pb) * bits)) & mask, bits, lut, table, lv, o, s, high, signed, dt)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -29,7 +29,7 @@ import math
 import numba
 import numpy as np
 
-from backends.numpy.intrinsics import bits_f32, prefetch
+from backends.numpy.intrinsics import bits_f32
 
 _M32 = 0xFFFFFFFF
 _PARITY = 0x1BD11BDA
@@ -162,32 +162,6 @@ def _fill_blocks(a, b, c, base, n, hs):
         y0, y1 = threefry_pair(a, b, c, _U(_U(j) + base))
         hs[2 * j] = y0
         hs[2 * j + 1] = y1
-
-
-FETCH_STEP = 32  # threefry blocks drawn between two rounds of prefetches (fill_words_fetching)
-
-
-@numba.njit(cache=True, nogil=True)
-def fill_words_fetching(a, b, c, m0, m1, hw, x, i0, i1):
-    """:func:`fill_words`, drawn in steps of ``FETCH_STEP`` blocks with a share of the
-    cache lines of x[i0:i1] (what the caller reads next) prefetched before each step:
-    the draws are arithmetic alone, so without it memory idles while they run and the
-    reads wait after them (on the 2-core machine the fused quantizer's 2- and 4-bit
-    codes, 25M float32: about 1 ms of 8-9). The words written are fill_words' own. Where
-    the range is short or the reads are cheap it costs more than it saves (tried: the
-    min-max quantizer's buckets of 512, 8.2 -> 9.5 ms; natural_pack, 15.5 -> 18.8 ms)."""
-    j0 = m0 >> 1
-    nb = ((m1 + 1) >> 1) - j0
-    steps = max(1, -(-nb // FETCH_STEP))
-    per_line = max(1, 64 // x.itemsize)
-    lines = -(-(i1 - i0) // per_line)
-    base = _U(_U(j0) + b)
-    for s in range(steps):
-        for q in range(lines * s // steps, lines * (s + 1) // steps):
-            prefetch(x, i0 + q * per_line)
-        lo = s * FETCH_STEP
-        hi = min(nb, lo + FETCH_STEP)
-        _fill_blocks(a, b, c, _U(base + _U(lo)), hi - lo, hw[2 * lo:2 * hi])
 
 
 @numba.njit(cache=True, nogil=True)
