@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import backends
-from backends.numpy import casts, fused_norm
+from backends.numpy import casts, fused_norm, fused_quant
 from backends.numpy.arrays import BF16
 from compressors.fused import Fused
 from tests.backends.ops_backends import assert_same_bits
@@ -54,6 +54,33 @@ def test_signed_quantize_pack_and_dequantize(n, dtype, bits, top):
     if n in JAX_SIZES:
         assert_same_bits(on_jax(lambda o, *a: Fused.dequantize(o, *a, signed=True), words, bits, n, off, step,
                                 bucket, dtype=dtype), out, "signed dequantize (JAX)")
+
+
+@pytest.mark.parametrize("bits,signed,top", [(1, False, 1.0), (2, True, 1.0), (2, False, 3.0), (3, True, 3.0),
+                                             (4, False, 15.0), (8, True, 127.0)])
+@pytest.mark.parametrize("bucket", [7, 50, 0])
+@pytest.mark.parametrize("n", [2 * fused_quant.SUB + 4_099, BIG])
+def test_quantize_pack_buckets_that_straddle_the_kernels_shares(n, bucket, bits, signed, top):
+    """quantize_pack draws, rounds and packs ``SUB`` entries of a block at a time: buckets that
+    cross a share's edge (7, 50), one bucket over all of them (0, terngrad's), the {0, 1} codes'
+    own rounding (top 1), serial and threaded; codes, their decode and the composition agree bit
+    for bit, and a NaN entry codes 0."""
+    x = data(n, np.float32, seed=bits)
+    x[5_000] = np.nan
+    x[n - 3] = -np.inf
+    nb = -(-n // bucket) if bucket else 1
+    rng = np.random.default_rng(bucket + bits)
+    off = np.zeros(nb, np.float32) if signed else (rng.standard_normal(nb) - 3).astype(np.float32)
+    inv = (rng.random(nb) * 4 + 0.25).astype(np.float32)
+    key = NP.key(13)
+    words = NP.quantize_pack(x, off, inv, bucket, top, bits, key, signed=signed)
+    assert_same_bits(words, Fused.quantize_pack(NP, x, off, inv, bucket, top, bits, key, signed=signed),
+                     "quantize_pack")
+    codes = NP.unpack_bits(words, bits, n)
+    assert codes[5_000] == 0 and 0 < np.count_nonzero(codes) < n
+    step = (1.0 / inv).astype(np.float32)
+    out = NP.dequantize(words, bits, n, off, step, bucket, signed=signed)
+    same_or_both_nan(out, Fused.dequantize(NP, words, bits, n, off, step, bucket, signed=signed), "dequantize")
 
 
 def test_signed_rounding_is_unbiased_on_both_sides():
