@@ -44,7 +44,8 @@ constants are the machine's, fitted by ``kfsim.testbed.calibrate.fit_codec``
    ``--fit-size`` rows (default 10^5 and 2.5·10^7: a fixed and a per-byte cost
    cannot be told apart at one size), 10^6 held out;
    Both fits price a kernel resident in the cache (its bytes within half the last-level
-   cache: elementwise, reduction and convert kernels, ``compressors.cost.OpCost.resident``)
+   cache: elementwise and convert kernels, ``compressors.cost.OpCost.resident``; the exact-order
+   reductions are bound by their own work, ``compressors.cost.STREAMING``)
    ``cache_speedup`` times faster (for the share of its bytes the cache still serves when its
    program writes more than half the cache: ``compressors.cost.OpCounts.resident_share``; on
    this stop's fresh NumPy rows all-row median/worst 12.4/57.1 -> 10.8/40.9 %, MindSpore rows
