@@ -165,14 +165,9 @@ class OpCost(NamedTuple):
 # threaded copy of a 4 MiB array moves 180 GB/s, of an 8 MiB one 187, of 16 MiB 162, of 32 MiB 92
 # (the cliff starts past half the cache), of 1 GiB 45-49.
 RESIDENT_FRACTION = 0.5
-# The classes whose time is the streaming of their bytes, so that a faster source speeds them up;
-# select's passes, scattered accesses, threefry, bit packing and thin matmuls are bound by their
-# own work: a cache-resident top-k of 10^6 entries took as long per byte as one of 2.5·10^7.
-# So are reductions, whose sums are the exact halving order (Ops.sum), a fold of sixteen rows: on
-# the development machine (NumPy binding, GB/s of input read at 10^6 / 2.5·10^7 float32 entries)
-# sum 31 / 29, sign_split_sums 14 / 17 (a min-max 71 / 44 and an add 41 / 19 do speed up); without
-# them bench_codec_cost's fit B on three saved NumPy row sets: worst 46.6/48.3/49.0 -> 43.3/45.5/45.1 %,
-# median 11.1/12.6/14.2 -> 11.4/12.5/13.5 %.
+# The classes whose time is the streaming of their bytes (a faster source speeds them up); select,
+# scattered accesses, threefry, packing, thin matmuls and the exact halving-order reductions are
+# bound by their own work (measured: docs/simulator.md, step 3).
 STREAMING = frozenset({"elementwise", "convert"})
 
 

@@ -185,10 +185,11 @@ def _value(c, o, s, high, signed, dt):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _entry(c, bits, lut, table, lv, o, s, high, signed, dt):
-    """The value of code c: with ``table``, the one of the bucket's values ``lv`` (codes 0..3;
-    a 1-bit code picks from the first two) that c's bits select, else :func:`_value`. Selects,
-    not ``lut[c]``: an indexed load from a table the loop's stores may alias is a gather LLVM
-    cannot hoist (the 2-bit decode loop in cache, one core: 0.27 -> 0.15 ns an entry)."""
+    """The value of code c: with ``table``, the bucket's value for it (``lut``, whose first four
+    are ``lv``), else :func:`_value`. A 2-bit code picks from ``lv`` by selects, not ``lut[c]``:
+    an indexed load from a table the loop's stores may alias is a gather LLVM cannot hoist (the
+    2-bit decode loop in cache, one core: 0.27 -> 0.15 ns an entry). A 1-bit code indexes ``lut``:
+    with selects its loop of eight entries a byte ran 4x slower, unvectorized."""
     if not table:
         return _value(c, o, s, high, signed, dt)
     if bits == 1:
