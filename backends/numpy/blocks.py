@@ -5,5 +5,7 @@ cores instead of one.
 from __future__ import annotations
 
 WORDS = 1024  # output words per block of the packing kernels
+SUB = 2048  # entries a drawing kernel draws and codes at a time (a multiple of 4: whole threefry
+            # blocks; its words, entries and codes stay in L1 between its loops)
 PARALLEL_MIN = 1 << 17  # below this many elements the serial kernels run
 ROWS_PARALLEL_MIN = 1 << 20  # entries from which add and the low-rank products run on all cores

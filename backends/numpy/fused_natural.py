@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from backends.numpy import buffers
-from backends.numpy.blocks import PARALLEL_MIN, WORDS
+from backends.numpy.blocks import PARALLEL_MIN, SUB, WORDS
 from backends.numpy.fused_sign import bytes_to_words
 from backends.numpy.threefry import fill_words, key_schedule
 
@@ -42,7 +42,6 @@ _U = np.uint32
 _U64 = np.uint64
 TINY64 = 2.0**-126
 SCALE64 = 2.0**126
-SUB = 2048  # entries drawn and coded at a time (even: whole threefry blocks)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

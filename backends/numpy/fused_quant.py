@@ -36,12 +36,11 @@ import numba
 import numpy as np
 
 from backends.numpy import buffers
-from backends.numpy.blocks import PARALLEL_MIN, WORDS
+from backends.numpy.blocks import PARALLEL_MIN, SUB, WORDS
 from backends.numpy.packing import pack_codes, unpack_codes
 from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
-SUB = 2048  # entries drawn and rounded at a time (a multiple of 4: whole threefry blocks)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

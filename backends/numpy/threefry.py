@@ -87,7 +87,6 @@ def fold_in(k, data) -> np.ndarray:
     return np.array([y0, y1], np.uint32)
 
 
-
 _U = np.uint32
 
 
@@ -154,6 +153,7 @@ def _fold_in_words(k0, k1, d):
     compressor: about 180 of the ~300 us a NumPy codec call cost on any tensor)."""
     a, b, c = key_schedule(k0, k1)
     return threefry_pair(a, b, c, _U(_U(d) + b))
+
 
 @numba.njit(cache=True, nogil=True)
 def fill_words(a, b, c, m0, m1, hw):
