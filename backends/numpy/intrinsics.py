@@ -1,5 +1,7 @@
 """LLVM intrinsics for the Numba kernels: bit casts between float32 and
-uint32 (register moves, so the loops that use them still vectorize) and the
+uint32 (register moves, so the loops that use them still vectorize), the IEEE
+conversions between float32 and binary16 bits (LLVM ``fptrunc``/``fpext``: one
+vector instruction each where the CPU has them, F16C on x86) and the
 trailing-zero count the top-k collection walks its bit masks with.
 """
 from __future__ import annotations
@@ -37,6 +39,32 @@ def bits_f32(typingctx, x):
         return builder.bitcast(v, ir.FloatType())
 
     return types.float32(x), codegen
+
+
+@intrinsic
+def f32_to_half_bits(typingctx, x):
+    """binary16 bits of a float32, rounded to nearest even (the default rounding mode): LLVM
+    ``fptrunc`` to half. A NaN's bits are the target's (callers that fix them select them)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def half_bits_to_f32(typingctx, h):
+    """float32 of binary16 bits (exact): LLVM ``fpext`` from half. A signalling NaN comes back
+    quieted (callers that keep it clear the bit)."""
+    if h != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.uint16), codegen
 
 
 @intrinsic

@@ -34,7 +34,7 @@ from backends.common import check_bits, is_float
 from backends.numpy import buffers, packing, threefry
 from backends.numpy.arrays import BF16, KERNEL_FLOATS, UINT, as_array, compute_float
 from backends.numpy.casts import NARROW, narrow, saturating_cast, widen
-from backends.numpy.elementwise import select, sign_into
+from backends.numpy.elementwise import sign_into, where_select
 from backends.numpy.fused_lowrank import thin_matmul
 from backends.numpy.fused_ops import NumpyFused
 from backends.numpy.indexing import gather_bits, scatter_add_into
@@ -131,13 +131,8 @@ class NumpyOps(NumpyFused):
 
     @staticmethod
     def where(cond, a, b):
-        if (isinstance(cond, np.ndarray) and isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-                and cond.dtype == np.bool_ and a.dtype == b.dtype and a.dtype.itemsize in (2, 4, 8)
-                and cond.shape == a.shape == b.shape and a.size >= _SELECT_MIN):
-            u = UINT[a.dtype.itemsize]
-            flat = lambda v: np.ascontiguousarray(v).reshape(-1)
-            out = np.empty(a.shape, a.dtype)
-            select(flat(cond), flat(a).view(u), flat(b).view(u), out.reshape(-1).view(u))
+        out = where_select(cond, a, b, _SELECT_MIN)
+        if out is not None:
             return out
         return np.asarray(np.where(cond, a, b))
 
