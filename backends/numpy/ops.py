@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends.common import check_bits, is_float
-from backends.numpy import buffers, packing, threefry
+from backends.numpy import buffers, fused_minmax, packing, threefry
 from backends.numpy.arrays import BF16, KERNEL_FLOATS, UINT, as_array, compute_float
 from backends.numpy.casts import NARROW, narrow, saturating_cast, widen
 from backends.numpy.elementwise import sign_into, where_select
@@ -181,6 +181,11 @@ class NumpyOps(NumpyFused):
     @staticmethod
     def max(x, axis=None):
         x = as_array(x)
+        if (axis in (1, -1) and x.ndim == 2 and x.dtype in fused_minmax.SIGNED and x.shape[1] > 0
+                and x.size >= _SELECT_MIN):
+            # rows of a bucketed array: the vectorized per-bucket kernel (np.max over short rows
+            # paid ~60 ns a row: 0.94 ms on 1e6 float32 in rows of 64); a -0/+0 tie gives +0
+            return fused_minmax.bucket_min_max(np.ascontiguousarray(x).reshape(-1), x.shape[1])[1]
         return np.asarray(np.max(x, axis=axis))
 
     # -- linear algebra -----------------------------------------------------
