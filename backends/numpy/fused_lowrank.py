@@ -187,6 +187,12 @@ def low_rank(c: np.ndarray | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 THIN_MAX = 32
 THIN_PARTS = 8  # row blocks of the transposed product, summed in this order
+# From this many entries of a, products with b two or more columns wide take these kernels:
+# OpenBLAS's gemm with 2-4 columns streamed a matrix in the cache at 30-35 GB/s against the
+# kernels' 83-88 (a @ b) and 52-57 (a.T @ b) at 1000 x 1000 (gemv, one column, streams as fast
+# as the kernels, so rank 1 keeps BLAS below ROWS_PARALLEL_MIN); at 512 x 512 a.T @ b still
+# favoured BLAS (62 against 38 GB/s).
+THIN_MIN = 1 << 19
 
 
 @numba.njit(cache=True, nogil=True, inline="always", fastmath={"reassoc", "contract"})
@@ -324,7 +330,7 @@ def thin_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     or the transpose of a C-ordered matrix, both of one float dtype, large
     enough to pay; None otherwise (the caller uses BLAS)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not 1 <= b.shape[1] <= THIN_MAX \
-            or a.dtype != b.dtype or a.size < ROWS_PARALLEL_MIN:
+            or a.dtype != b.dtype or a.size < (ROWS_PARALLEL_MIN if b.shape[1] == 1 else THIN_MIN):
         return None
     if a.flags.c_contiguous:
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)

@@ -320,7 +320,7 @@ def test_low_rank_products(n, m, r, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("n,m,r", [(1100, 1000, 1), (1500, 997, 4), (1001, 1200, 32), (1027, 1025, 6)])
+@pytest.mark.parametrize("n,m,r", [(1100, 1000, 1), (1500, 997, 4), (1001, 1200, 32), (1027, 1025, 6), (800, 700, 2)])
 def test_thin_matmul_kernels(n, m, r, dtype):
     """NumPy's matmul takes the Numba projections for a (n, m) @ (m, r) and
     for the transposed view a.T @ (n, r): they agree with BLAS to rounding."""
@@ -341,6 +341,16 @@ def test_thin_matmul_kernels(n, m, r, dtype):
         assert got.dtype == dtype and got.shape == want.shape
         tol = 4 * np.finfo(dtype).eps * np.sqrt(got.shape[0] + n) * float(np.max(np.abs(want)))
         np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+def test_thin_matmul_sizes_it_takes():
+    """Two or more columns from THIN_MIN entries of a; one column (gemv) from ROWS_PARALLEL_MIN."""
+    from backends.numpy.fused_lowrank import THIN_MIN
+    n = THIN_MIN // 512
+    a, a_small = np.ones((n, 512), np.float32), np.ones((n - 1, 512), np.float32)
+    two, one = np.ones((512, 2), np.float32), np.ones((512, 1), np.float32)
+    assert thin_matmul(a, two) is not None and thin_matmul(a_small, two) is None
+    assert thin_matmul(a, one) is None and ROWS_PARALLEL_MIN > THIN_MIN
 
 
 def test_jax_low_rank_custom_calls_under_vmap_and_jit():
