@@ -1,6 +1,6 @@
 """The NumPy binding's float32 <-> float16 casts (``backends.numpy.casts``, the CPU's conversion
 through LLVM ``fptrunc``/``fpext`` with NaNs fixed up) against NumPy's own software conversion:
-every one of the 65536 half inputs, and float32 inputs over the whole bit range plus a dense
+every one of the 65536 half (and bfloat16) inputs, and float32 inputs over the whole bit range plus a dense
 window at every exponent where half rounding, underflow or overflow changes; one thread and
 all cores."""
 import numpy as np
@@ -62,3 +62,20 @@ def test_signalling_nan_payloads_survive_the_round_trip():
     wide = np.empty(h.size, np.float32)
     casts.f16_to_f32(h, wide)
     assert list(wide.view(np.uint32)) == [0x7F802000, 0xFF802000, 0x7FAAA000, 0x7FC00000, 0x7FFFE000]
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_f32_to_bf16_is_round_to_nearest_even(threaded):
+    """ml_dtypes' bfloat16 rounding; a NaN keeps its top bits, made quiet."""
+    from backends.numpy.arrays import BF16
+    b = f32_inputs()
+    out = np.empty(b.size, np.uint16)
+    (casts._f32_to_bf16_all if threaded else casts.f32_to_bf16)(b.view(np.float32), out)
+    x = b.view(np.float32)
+    want = np.where(np.isnan(x), ((b >> 16) | 0x40).astype(np.uint16), x.astype(BF16).view(np.uint16))
+    bad = np.flatnonzero(out != want)
+    assert bad.size == 0, f"{bad.size} differ, e.g. {b[bad[:3]]} -> {out[bad[:3]]}, want {want[bad[:3]]}"
+    wide = np.empty(1 << 16, np.float32)
+    h = np.arange(1 << 16, dtype=np.uint32)
+    casts.bf16_to_f32(h.astype(np.uint16), wide)
+    assert np.array_equal(wide.view(np.uint32), h << 16)
