@@ -20,7 +20,7 @@ import numpy as np
 
 from backends.jax import host_kernels
 from backends.jax.ffi import buffer, call, ptr
-from backends.numpy.blocks import ROWS_PARALLEL_MIN
+from backends.numpy.blocks import CUSTOM_CALL_MIN
 from backends.numpy.fused_lowrank import LOW_RANK_MAX, THIN_MAX, THIN_PARTS, cols_dot, low_rank_into
 
 
@@ -64,11 +64,11 @@ def _tn_body(dt):
 def usable(entries: int, *arrays, max_rank: int) -> bool:
     """Whether a product of the 2-D ``arrays`` (one float32/float64 dtype; thin
     factors of rank 1..max_rank, ``arrays[-1]``'s columns) whose full-size
-    matrix has ``entries`` (at least ``ROWS_PARALLEL_MIN``) runs as a custom call
+    matrix has ``entries`` (at least ``CUSTOM_CALL_MIN``) runs as a custom call
     (and the host kernels can run at all: ``host_kernels.usable``)."""
     dt = arrays[0].dtype
     return (all(a.ndim == 2 and a.dtype == dt for a in arrays) and 1 <= arrays[-1].shape[1] <= max_rank
-            and entries >= ROWS_PARALLEL_MIN and host_kernels.usable(entries, *arrays))
+            and entries >= CUSTOM_CALL_MIN and host_kernels.usable(entries, *arrays))
 
 
 def _call(name, make, shape, dtype, *args):

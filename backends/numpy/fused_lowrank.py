@@ -11,7 +11,7 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.arrays import KERNEL_FLOATS
-from backends.numpy.blocks import ROWS_PARALLEL_MIN
+from backends.numpy.blocks import CUSTOM_CALL_MIN, ROWS_PARALLEL_MIN
 
 LOW_RANK_MAX = 32  # widest factors the row kernel takes (BLAS is faster beyond)
 
@@ -190,9 +190,10 @@ THIN_PARTS = 8  # row blocks of the transposed product, summed in this order
 # From this many entries of a, products with b two or more columns wide take these kernels:
 # OpenBLAS's gemm with 2-4 columns streamed a matrix in the cache at 30-35 GB/s against the
 # kernels' 83-88 (a @ b) and 52-57 (a.T @ b) at 1000 x 1000 (gemv, one column, streams as fast
-# as the kernels, so rank 1 keeps BLAS below ROWS_PARALLEL_MIN); at 512 x 512 a.T @ b still
+# as the kernels, so rank 1 keeps BLAS below GEMV_MIN); at 512 x 512 a.T @ b still
 # favoured BLAS (62 against 38 GB/s).
 THIN_MIN = 1 << 19
+GEMV_MIN = CUSTOM_CALL_MIN
 
 
 @numba.njit(cache=True, nogil=True, inline="always", fastmath={"reassoc", "contract"})
@@ -330,7 +331,7 @@ def thin_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     or the transpose of a C-ordered matrix, both of one float dtype, large
     enough to pay; None otherwise (the caller uses BLAS)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not 1 <= b.shape[1] <= THIN_MAX \
-            or a.dtype != b.dtype or a.size < (ROWS_PARALLEL_MIN if b.shape[1] == 1 else THIN_MIN):
+            or a.dtype != b.dtype or a.size < (GEMV_MIN if b.shape[1] == 1 else THIN_MIN):
         return None
     if a.flags.c_contiguous:
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)

@@ -307,7 +307,7 @@ def test_low_rank_products(n, m, r, dtype):
     want = a64 @ b64.T
     bound = (r + 2) * np.finfo(dtype).eps * (np.abs(a64) @ np.abs(b64).T)
     for name, got in [("matmul_nt", NP.matmul_nt(a, b)), ("JAX matmul_nt", on_jax(Fused.matmul_nt, a, b, dtype=dtype)),
-                      ("JAX's matmul_nt (custom call above ROWS_PARALLEL_MIN)",
+                      ("JAX's matmul_nt (custom call above CUSTOM_CALL_MIN)",
                        on_jax(type(JAX).matmul_nt, a, b, dtype=dtype))]:
         assert got.shape == (n, m) and got.dtype == dtype, name
         within_rounding(got, want, bound, name)
@@ -344,17 +344,17 @@ def test_thin_matmul_kernels(n, m, r, dtype):
 
 
 def test_thin_matmul_sizes_it_takes():
-    """Two or more columns from THIN_MIN entries of a; one column (gemv) from ROWS_PARALLEL_MIN."""
-    from backends.numpy.fused_lowrank import THIN_MIN
+    """Two or more columns from THIN_MIN entries of a; one column (gemv) from GEMV_MIN."""
+    from backends.numpy.fused_lowrank import GEMV_MIN, THIN_MIN
     n = THIN_MIN // 512
     a, a_small = np.ones((n, 512), np.float32), np.ones((n - 1, 512), np.float32)
     two, one = np.ones((512, 2), np.float32), np.ones((512, 1), np.float32)
     assert thin_matmul(a, two) is not None and thin_matmul(a_small, two) is None
-    assert thin_matmul(a, one) is None and ROWS_PARALLEL_MIN > THIN_MIN
+    assert thin_matmul(a, one) is None and GEMV_MIN > THIN_MIN
 
 
 def test_jax_low_rank_custom_calls_under_vmap_and_jit():
-    """PowerSGD's products on JAX's CPU custom calls: taken above ROWS_PARALLEL_MIN (the HLO
+    """PowerSGD's products on JAX's CPU custom calls: taken above CUSTOM_CALL_MIN (the HLO
     names the target), one call per worker under vmap, each worker's own result."""
     import jax
 
