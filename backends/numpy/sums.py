@@ -16,7 +16,8 @@ from backends.numpy.arrays import KERNEL_FLOATS
 from backends.numpy.fused_sign import pack_signs_into, signs_block
 
 SUM_ROW = 1024  # the one-pass kernel takes vectors of at least 2 * SUM_ROW entries
-SUM_PARALLEL_MIN = 1 << 20  # from this many entries the kernel runs on all cores
+SUM_PARALLEL_MIN = 1 << 18  # from this many entries the kernel runs on all cores (2**20 until
+# 2026-12-06: at 2**18-2**19 the threaded sign split sums ran 2x, at 1e6 1.5x the serial rate)
 FOLD = 16  # rows folded per pass (four halving levels; a power of two)
 FOLD_COLS = 4096  # columns per task of a pass (partial sums of 8 x 4096 entries, L2-resident)
 
