@@ -69,7 +69,8 @@ def _select_scalar_parallel(c8, flip, a, s, out):
         _select_scalar_range(c8[lo:hi], flip, a[lo:hi], s, out[lo:hi])
 
 
-PARALLEL_SELECT = 1 << 20  # from this many entries the select runs on all cores
+PARALLEL_SELECT = 1 << 17  # from this many entries the select runs on all cores (2**20 until 2026-12-06:
+# the threaded select took 0.0108 against 0.0186 ms at 2**17, 0.073 against 0.157 at 1e6)
 
 
 def select(cond, a, b, out):

@@ -22,7 +22,8 @@ from backends.numpy.intrinsics import prefetch
 
 PARALLEL_MIN = 1 << 16  # indices from which gather runs on all cores
 AHEAD = 16  # how many indices ahead the element to come is prefetched
-CLEAR_PARALLEL_MIN = 1 << 20  # entries of x from which clear_at runs on all cores
+CLEAR_PARALLEL_MIN = 1 << 18  # entries of x from which clear_at runs on all cores (2**20 until
+# 2026-12-06: threaded 0.048 against 0.061 ms at 2**18, 0.17 against 0.23 at 1e6, a tenth cleared)
 CLEAR_BLOCK = 1 << 14  # entries copied (and their points cleared) at a time, for ascending indices
 
 
