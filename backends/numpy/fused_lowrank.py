@@ -11,7 +11,7 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.arrays import KERNEL_FLOATS
-from backends.numpy.blocks import CUSTOM_CALL_MIN, ROWS_PARALLEL_MIN
+from backends.numpy.blocks import ROWS_PARALLEL_MIN
 
 LOW_RANK_MAX = 32  # widest factors the row kernel takes (BLAS is faster beyond)
 
@@ -187,13 +187,12 @@ def low_rank(c: np.ndarray | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 THIN_MAX = 32
 THIN_PARTS = 8  # row blocks of the transposed product, summed in this order
-# From this many entries of a, products with b two or more columns wide take these kernels:
-# OpenBLAS's gemm with 2-4 columns streamed a matrix in the cache at 30-35 GB/s against the
-# kernels' 83-88 (a @ b) and 52-57 (a.T @ b) at 1000 x 1000 (gemv, one column, streams as fast
-# as the kernels, so rank 1 keeps BLAS below GEMV_MIN); at 512 x 512 a.T @ b still
-# favoured BLAS (62 against 38 GB/s).
-THIN_MIN = 1 << 19
-GEMV_MIN = CUSTOM_CALL_MIN
+# The kernels take every thin product from ROWS_PARALLEL_MIN entries, where the binding's other
+# row kernels run threaded: OpenBLAS's threads and Numba's (OpenMP) spin while the other's run,
+# and alternating them on two cores made a 1000 x 1000 gemv take 4.4 ms instead of 0.03
+# (powersgd(rank=1) at 1e6: 0.6 -> 4-7 ms when c - a @ b.T went threaded there). Alone, in
+# their own processes, at 1000 x 1000: OpenBLAS 114-120 / 98-104 GB/s (a @ b / a.T @ b) at
+# one column and 28-30 / 23 at two, the kernels 111-131 / 49-62 and 67 / 32-38.
 
 
 @numba.njit(cache=True, nogil=True, inline="always", fastmath={"reassoc", "contract"})
@@ -331,7 +330,7 @@ def thin_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     or the transpose of a C-ordered matrix, both of one float dtype, large
     enough to pay; None otherwise (the caller uses BLAS)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not 1 <= b.shape[1] <= THIN_MAX \
-            or a.dtype != b.dtype or a.size < (GEMV_MIN if b.shape[1] == 1 else THIN_MIN):
+            or a.dtype != b.dtype or a.size < ROWS_PARALLEL_MIN:
         return None
     if a.flags.c_contiguous:
         out = np.empty((a.shape[0], b.shape[1]), a.dtype)

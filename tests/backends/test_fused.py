@@ -344,13 +344,13 @@ def test_thin_matmul_kernels(n, m, r, dtype):
 
 
 def test_thin_matmul_sizes_it_takes():
-    """Two or more columns from THIN_MIN entries of a; one column (gemv) from GEMV_MIN."""
-    from backends.numpy.fused_lowrank import GEMV_MIN, THIN_MIN
-    n = THIN_MIN // 512
+    """Every width from ROWS_PARALLEL_MIN entries of a (where the row kernels run threaded:
+    BLAS's threads are not alternated with Numba's), BLAS below."""
+    n = ROWS_PARALLEL_MIN // 512
     a, a_small = np.ones((n, 512), np.float32), np.ones((n - 1, 512), np.float32)
-    two, one = np.ones((512, 2), np.float32), np.ones((512, 1), np.float32)
-    assert thin_matmul(a, two) is not None and thin_matmul(a_small, two) is None
-    assert thin_matmul(a, one) is None and GEMV_MIN > THIN_MIN
+    for r in (1, 2, 32):
+        b = np.ones((512, r), np.float32)
+        assert thin_matmul(a, b) is not None and thin_matmul(a_small, b) is None, r
 
 
 def test_jax_low_rank_custom_calls_under_vmap_and_jit():
