@@ -166,9 +166,9 @@ class OpCost(NamedTuple):
 # (the cliff starts past half the cache), of 1 GiB 45-49.
 RESIDENT_FRACTION = 0.5
 # The classes whose time is the streaming of their bytes (a faster source speeds them up); select,
-# scattered accesses, threefry, packing, thin matmuls and the exact halving-order reductions are
-# bound by their own work (measured: docs/simulator.md, step 3).
-STREAMING = frozenset({"elementwise", "convert"})
+# scattered accesses, threefry, packing and the exact halving-order reductions are bound by their
+# own work (measured: docs/simulator.md, step 3).
+STREAMING = frozenset({"elementwise", "convert", "matmul"})
 
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
