@@ -86,7 +86,7 @@ def select(cond, a, b, out):
 
 def select_scalar(cond, a, s, out, flip: bool):
     """out = a where cond else s (``flip``: s where cond else a), on raw bits: ``a`` and ``out``
-    equal-length unsigned arrays, ``s`` the scalar's bits (a 0-d array of their dtype)."""
+    equal-length unsigned arrays, ``s`` the scalar's bits (a scalar of their dtype)."""
     c8 = cond.view(np.uint8)
     s = out.dtype.type(s)
     f = np.uint8(1 if flip else 0)
@@ -95,7 +95,6 @@ def select_scalar(cond, a, s, out, flip: bool):
     else:
         _select_scalar_range(c8, f, a, s, out)
     return out
-
 
 
 def where_select(cond, a, b, min_size: int):
