@@ -76,11 +76,12 @@ against a trace). Why two traces rather than tracing "the per-payload part":
 that part is not separable in general (a vectorised decode has no
 per-payload equations, only bigger ones), while the difference of two
 traces is exact for both styles and needs nothing from the compressor.
-Why n = 2, 3 and not 1, 2: ``mean_of`` skips the 1/n scaling at n = 1, so
-n = 1 is not on the line. Counts are signed (the intercept may hold, e.g.,
-minus one ``add`` of a loop ``total + d_i``); only ``decode_at(n)`` for
-n ≥ 2 is a real program. SUM rounds decode one summed payload: their
-per-worker slope is empty.
+n = 1 is not on the line (``mean_of`` skips the 1/n scaling there, a
+custom aggregate may do less): a third trace gives ``decode_one``, what
+``decode_at(1)`` returns (a worker decoding its own payload: the loopback
+round trip the benchmarks and ``kfsim calibrate`` time). Counts are signed
+(the intercept may hold, e.g., minus one ``add`` of a loop ``total + d_i``).
+SUM rounds decode one summed payload: their per-worker slope is empty.
 
 A dense SUM exchange (``none()``) has an empty encode and a decode of one
 elementwise op, the 1/n scaling of the summed gradient (what an all-reduce
@@ -115,9 +116,8 @@ OP_CLASS: dict[str, str] = {
     "top_k": "select", "nonzero": "select", "top_k_abs": "select",
     "gather": "gather/scatter", "scatter_add": "gather/scatter", "clear_at": "gather/scatter",
     "key": "rng", "fold_in": "rng", "random_bits": "rng", "uniform": "rng", "random_words": "rng",
-    "pack_bits": "pack", "unpack_bits": "pack", "quantize_pack": "pack", "dequantize": "pack",
-    "minmax_quantize_pack": "pack",
-    "pack_signs": "pack", "unpack_signs": "pack", "natural_pack": "pack", "natural_unpack": "pack",
+    **{op: "pack" for op in ("pack_bits", "unpack_bits", "quantize_pack", "dequantize", "minmax_quantize_pack",
+                             "pack_signs", "unpack_signs", "natural_pack", "natural_unpack")},
 }
 _unclassified = (set(OP_NAMES) | set(FUSED_NAMES)) - set(OP_CLASS)
 assert not _unclassified, f"ops without a cost class: {sorted(_unclassified)}"
@@ -166,9 +166,9 @@ class OpCost(NamedTuple):
 # (the cliff starts past half the cache), of 1 GiB 45-49.
 RESIDENT_FRACTION = 0.5
 # The classes whose time is the streaming of their bytes (a faster source speeds them up); select,
-# scattered accesses, threefry, packing and the exact halving-order reductions are bound by their
-# own work (measured: docs/simulator.md, step 3).
-STREAMING = frozenset({"elementwise", "convert", "matmul"})
+# scattered accesses, threefry and packing are bound by their own work (docs/simulator.md, step 3).
+# The halving sums joined on 2026-12-06, threaded from 2**18: 42-70 GB/s at 2**20, 23 at 2.5e7.
+STREAMING = frozenset({"elementwise", "convert", "matmul", "reduction"})
 
 
 # Fused ops that draw threefry words inside their one pass: entries of x (their
@@ -216,13 +216,8 @@ class OpCounts(NamedTuple):
     def n_ops(self) -> float:
         return sum(k for _, k in self.entries)
 
-    @property
-    def bytes_read(self) -> float:
-        return sum(k * c.bytes_read for c, k in self.entries)
-
-    @property
-    def bytes_written(self) -> float:
-        return sum(k * c.bytes_written for c, k in self.entries)
+    bytes_read = property(lambda self: sum(k * c.bytes_read for c, k in self.entries))
+    bytes_written = property(lambda self: sum(k * c.bytes_written for c, k in self.entries))
 
     @property
     def bytes(self) -> float:
@@ -351,34 +346,38 @@ def _matmul_flops(eqn) -> tuple[float, str]:
 
 class CodecCost(NamedTuple):
     """One tensor's codec: the encode of one worker, and its decode of n
-    workers' payloads as ``decode + n · decode_per_worker`` (n >= 2)."""
+    workers' payloads: ``decode + n · decode_per_worker`` (n >= 2), ``decode_one`` (n = 1)."""
 
     encode: OpCounts
     decode: OpCounts
     decode_per_worker: OpCounts
+    decode_one: OpCounts
 
     def decode_at(self, n: int) -> OpCounts:
-        return self.decode.plus(self.decode_per_worker, float(n))
+        return self.decode_one if n == 1 else self.decode.plus(self.decode_per_worker, float(n))
 
     def decode_share(self, cache_bytes: float) -> float:
         """The resident share (:meth:`OpCounts.resident_share`) of every decode, whatever its n:
-        that of one payload's, so the decode's price stays linear in n."""
-        return self.decode_at(1).resident_share(cache_bytes)
+        that of one payload's (``decode_one``), so the decode's price stays linear in n >= 2."""
+        return self.decode_one.resident_share(cache_bytes)
 
 
-TRACE_N = (2, 3)   # the two worker counts decode is traced at (see the module docstring)
+TRACE_N = (2, 3)   # the two worker counts decode's line is traced at (see the module docstring)
 
 
 def trace_cost(comp, shape, dtype, reference_ops) -> CodecCost:
-    """Trace ``comp`` on one tensor (at n = 2 and 3) and count its ops (uncached)."""
+    """Trace ``comp`` on one tensor (at n = 1, 2 and 3) and count its ops (uncached)."""
+    (ea, da), (_, db), (_, d1) = (_counted(trace_codec(comp, shape, dtype, reference_ops, n=n))
+                                  for n in (*TRACE_N, 1))
     a, b = TRACE_N
-    pa = trace_codec(comp, shape, dtype, reference_ops, n=a)
-    pb = trace_codec(comp, shape, dtype, reference_ops, n=b)
-    ua = ascending_vars(pa.encode + pa.decode, pa.links)
-    ub = ascending_vars(pb.encode + pb.decode, pb.links)
-    da, db = OpCounts.of(pa.decode, ua), OpCounts.of(pb.decode, ub)
     per = db.plus(da, -1.0).times(1.0 / (b - a))
-    return CodecCost(OpCounts.of(pa.encode, ua), da.plus(per, -float(a)), per)
+    return CodecCost(ea, da.plus(per, -float(a)), per, d1)
+
+
+def _counted(prog) -> tuple:
+    """(encode, decode) OpCounts of a traced program."""
+    up = ascending_vars(prog.encode + prog.decode, prog.links)
+    return OpCounts.of(prog.encode, up), OpCounts.of(prog.decode, up)
 
 
 _CACHE: dict = {}

@@ -159,7 +159,7 @@ def _row(x, r, B, c0, c1, m, zeros):
 @numba.njit(cache=True, nogil=True, inline="always")
 def _kept(r, B, c0, m, one):
     """What an entry of row r counts at columns from c0: 1, or +0.0 in a padding row."""
-    return one if r * B + c0 < m else one * 0
+    return one if r * B + c0 < m else one - one  # one * 0 would be float64 (int 0)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -130,14 +130,16 @@ def seconds(counts: OpCounts, r: Rates, share: float | None = None) -> float:
 
 
 class TensorCodec(NamedTuple):
-    """Seconds for one tensor: encode, decode's fixed part, decode per gathered payload."""
+    """Seconds for one tensor: encode, decode's fixed part and per gathered payload (n >= 2),
+    and the decode of a worker's own payload alone (n = 1: ``CodecCost.decode_one``)."""
 
     enc: float
     dec: float
     dec_per_worker: float
+    dec_one: float
 
     def decode(self, n: int) -> float:
-        return max(self.dec + n * self.dec_per_worker, 0.0)
+        return self.dec_one if n == 1 else max(self.dec + n * self.dec_per_worker, 0.0)
 
 
 _TENSORS: dict = {}
@@ -161,7 +163,8 @@ def tensor_codec(comp, shape: tuple, dtype: str, r: Rates) -> TensorCodec:
         cc = _program_cost(comp, shape, dtype, reference_ops())
         share = cc.decode_share(r.cache)
         found = _TENSORS[key] = TensorCodec(seconds(cc.encode, r) + r.call, seconds(cc.decode, r, share),
-                                            seconds(cc.decode_per_worker, r, share))
+                                            seconds(cc.decode_per_worker, r, share),
+                                            seconds(cc.decode_one, r, share))
     return found
 
 

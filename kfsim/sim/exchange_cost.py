@@ -50,10 +50,15 @@ class TensorPlan(NamedTuple):
     max_workers: int = 0           # integer sums have headroom for at most this many workers (0: any)
     scatter_bytes: np.ndarray | None = None    # (T, R) all-to-all bytes per rank (None: no SCATTER round)
     shard_bytes: np.ndarray | None = None      # (T, R) shard-round all-gather bytes of the whole (÷ p per rank)
+    dec_one_s: np.ndarray | None = None        # (T,) decode seconds of a lone worker's own payload (p = 1)
 
     def gather_at(self, p) -> np.ndarray:
         """(T, R) all-gather bytes each of p ranks contributes (shard rounds: ⌈1/p⌉ of theirs)."""
         return self.gather_bytes if self.shard_bytes is None else self.gather_bytes + self.shard_bytes / p
+
+    def dec_at(self, p: int) -> np.ndarray:
+        """(T,) decode seconds for p workers (a priced plan): ``TensorCodec.decode(p)``."""
+        return self.dec_one_s if p == 1 else np.maximum(self.dec_s + p * self.dec_per_worker_s, 0.0)
 
     def payload_at(self, p) -> float:
         """Payload bytes one of p workers hands to the collectives per exchange."""
@@ -125,11 +130,11 @@ def tensor_plan(comp, shapes, dtype: str = "float32", cluster=None, names=None) 
         return TensorPlan(dense, sb, gb, coded, max_workers=cap, **extra)
     r = rates(cluster)
     dt = np.dtype(dtype).name
-    cost = np.zeros((3, T))
+    cost = np.zeros((4, T))
     for t, s in enumerate(shapes):
         if coded[t]:
             cost[:, t] = tensor_codec(comps[t], s, dt, r)
-    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap, **extra)
+    return TensorPlan(dense, sb, gb, coded, cost[0], cost[1], cost[2], cap, **extra, dec_one_s=cost[3])
 
 
 def is_dense_exchange(comp, shape: tuple, dtype: str = "float32") -> bool:
@@ -162,7 +167,7 @@ def bucket_cost(plan: TensorPlan, bucket_ids: np.ndarray, p: int, collective: st
     enc = np.zeros(B)
     dec = np.zeros(B)
     np.add.at(enc, bucket_ids, plan.enc_s)
-    np.add.at(dec, bucket_ids, np.maximum(plan.dec_s + p * plan.dec_per_worker_s, 0.0))
+    np.add.at(dec, bucket_ids, plan.dec_at(p))
     if comm_fn is None:
         ar = algorithms.allreduce(collective, p, sums, net)
         ag = algorithms.allgather(collective, p, gath, net)

@@ -124,6 +124,7 @@ class _Group(NamedTuple):
     ids: np.ndarray         # (T,) bucket of each tensor
     dec_s: np.ndarray       # (T,) fixed decode seconds
     dec_pw: np.ndarray      # (T,) decode seconds per gathered payload
+    dec_one: np.ndarray     # (T,) decode seconds of one worker alone (p = 1)
     max_bytes: float
     max_workers: int        # integer-sum headroom of the plan (0: any)
 
@@ -150,16 +151,16 @@ def _group(m, cl, comp, batch: int, bucket_mb: float) -> _Group:
     for a in (ready, M):
         a.flags.writeable = False
     return _Group(ct.fwd, ct.bwd, ct.opt, ready, np.cumsum(enc), float(enc.sum()), M, ids,
-                  plan.dec_s, plan.dec_per_worker_s, float(max(x.max(initial=0.0) for x in (sums, gath, scat, shard))),
-                  plan.max_workers)
+                  plan.dec_s, plan.dec_per_worker_s, plan.dec_one_s,
+                  float(max(x.max(initial=0.0) for x in (sums, gath, scat, shard))), plan.max_workers)
 
 
 def _decodes(g: _Group, p: np.ndarray):
     """Per-bucket decode seconds for each worker count: (W, B), or (1, B) if independent of p."""
     B = len(g.ready)
-    if not g.dec_pw.any():
+    if not g.dec_pw.any() and (np.all(p == 1) or not np.any(p == 1)):
         p = p[:1]
-    x = np.maximum(g.dec_s + p[:, None] * g.dec_pw, 0.0)
+    x = np.where(p[:, None] == 1, g.dec_one, np.maximum(g.dec_s + p[:, None] * g.dec_pw, 0.0))
     dec = np.zeros((len(p), B))
     np.add.at(dec, (slice(None), g.ids), x)
     return dec

@@ -74,6 +74,21 @@ def test_decode_is_linear_in_n(spec):
         assert line.bytes_written == pytest.approx(direct.bytes_written)
 
 
+@pytest.mark.parametrize("spec", ["onebit()", "topk(ratio=0.05)", "qsgd(levels=15, bucket=64)"])
+def test_a_lone_worker_decodes_its_own_payload(spec):
+    """n = 1 is off the line (mean_of skips the 1/n scaling there): decode_at(1) is a trace at
+    n = 1, and the simulator prices a lone worker's decode with it."""
+    c = counts(spec, (300,))
+    direct = cost.OpCounts.of(trace_codec(compressors.parse(spec), (300,), np.float32, J, n=1).decode)
+    assert c.decode_at(1).ops() == direct.ops() and c.decode_at(1).bytes == pytest.approx(direct.bytes)
+    line = c.decode.plus(c.decode_per_worker)   # the line at n = 1: one 1/n scaling of 300 entries more
+    assert line.ops()["mul"] == direct.ops().get("mul", 0) + 1 and line.bytes == pytest.approx(direct.bytes + 2400)
+    r = simcodec.rates(SEED)
+    t = simcodec.codec_cost(compressors.parse(spec), (300,), SEED)
+    assert t.decode(1) == pytest.approx(simcodec.seconds(c.decode_one, r, c.decode_share(r.cache)), rel=1e-12)
+    assert t.decode(1) < t.dec + t.dec_per_worker and t.decode(2) == pytest.approx(t.dec + 2 * t.dec_per_worker)
+
+
 def test_powersgd_flops_hand_computed():
     n, m, r = 256, 128, 4
     c = counts("powersgd(rank=4)", (n, m))

@@ -23,7 +23,7 @@ def with_speedup(s, **codec):
 @pytest.mark.parametrize("cls,nbytes,cache,expect", [
     ("elementwise", 16 * MIB, 32 * MIB, True),     # exactly half the cache
     ("elementwise", 16 * MIB + 1, 32 * MIB, False),
-    ("reduction", 4 * MIB, 32 * MIB, False),         # the exact halving sums: bound by their own work
+    ("reduction", 4 * MIB, 32 * MIB, True),          # the halving sums, threaded: 2-3x faster in the cache
     ("convert", 1.0, 32 * MIB, True),
     ("elementwise", 0.0, 32 * MIB, False),           # an empty kernel streams nothing
     ("elementwise", 1.0, 0.0, False),                # no cache
@@ -160,7 +160,7 @@ def test_the_fit_prices_an_n_payload_decode_with_the_simulators_share():
     """program_totals (the fit's rows) and the simulator give a decode of n payloads the same
     share, one payload's (CodecCost.decode_share), at every n: the fit's class bytes at the
     simulator's rates are its seconds."""
-    spec, shape = "signum(beta=0.9)", (1000, 1000)   # one payload's decode writes 19 MiB, each more 7.6
+    spec, shape = "signum(beta=0.9)", (1500, 1500)   # one payload's decode writes 34 MiB, each more 26
     cc = cost.codec_cost(compressors.parse(spec), shape, np.float32, J)
     r = simcodec.rates(with_speedup(4.0))
     assert cc.decode_share(r.cache) == cc.decode_at(1).resident_share(r.cache) < 1.0

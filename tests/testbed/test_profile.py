@@ -113,7 +113,8 @@ def test_step_costs_fit_codec_constants_from_programs(tmp_path):
     m = wide_model_entry(64, 32)
     name = wide_name(64)
     a, t_op = 2e-10, 4e-5   # s per factor-weighted byte, s per op
-    specs = ("topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd(levels=15, bucket=512)")
+    specs = ("topk(ratio=0.01)", "ef(topk(ratio=0.01))", "powersgd(rank=2)", "qsgd(levels=15, bucket=512)",
+             "signum(beta=0.9)")   # signum: an elementwise-heavy program, which identifies that class
     steps = [{"p": 2, "spec": "native", "model": name, "global_batch": 32, "seconds": 0.10}]
     cpu = get_device("cpu")
     for spec in specs:
