@@ -69,6 +69,9 @@ def measure(rates_mbit: Sequence[float], workers: Sequence[int], sizes: Sequence
         raise ValueError("need at least one worker count")
     if any(p < 2 for p in workers):
         raise ValueError(f"worker counts must be >= 2, got {list(workers)}")
+    if specs and any(global_batch % p for p in workers):   # before minutes of collectives are measured
+        raise ValueError(f"global batch {global_batch} must be divisible by every worker count {list(workers)} "
+                         f"(the codec steps split it into equal shards)")
     coll: list[Measured] = []
     compute, models, steps = [], {}, []
     with Testbed(max(workers), Shape(rates_mbit[0] if rates_mbit else 1000.0)) as tb:

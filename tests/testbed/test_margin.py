@@ -41,12 +41,13 @@ def test_corrupt_cases_file_is_one_clear_error(tmp_path):
 def test_advise_marks_pays_by_margin(tmp_path):
     import kfsim.cli as cli
     import kfsim.cli.advise_cmd  # noqa: F401  (registers the command)
+    # PowerSGD on 64 slow-linked workers clears any validated error; on 2 workers in one node it is slower
     r = CliRunner().invoke(cli.app, ["advise", "--out", str(tmp_path), "--no-plot", "-b", "0.1Gbit/s,100Gbit/s",
-                                     "--workers", "2,64"])
+                                     "--workers", "2,64", "-c", "powersgd(rank=4)"])
     assert r.exit_code == 0, r.output
     assert "main uncertainty:" in r.output and "validated error" in r.output
     rows = json.loads((tmp_path / "advise.json").read_text())["rows"]
     for row in rows:
         assert row["pays"] == (row["speedup"] > 1 + row["validated_error"])
         assert row["regime"] in M.REGIMES
-    assert any(r["pays"] for r in rows)
+    assert any(r["pays"] for r in rows) and not all(r["pays"] for r in rows)

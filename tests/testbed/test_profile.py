@@ -178,3 +178,16 @@ def test_fit_codec_with_a_per_call_term_recovers_it():
     without = codec_cost(comp, (100, 1000), cl._replace(codec=codec._replace(call_overhead=None)))
     assert with_call.enc - without.enc == pytest.approx(codec.call_overhead)
     assert with_call.enc + with_call.decode(1) == pytest.approx(rows[2][0], rel=1e-3)
+
+
+def test_calibrate_rejects_an_unsplittable_batch_before_measuring(monkeypatch):
+    """A worker count the global batch cannot be split over fails before any collective is measured
+    (it used to fail after minutes of collectives, which were then lost)."""
+    def no_testbed(*a, **k):
+        raise AssertionError("a testbed was started")
+
+    monkeypatch.setattr(cal, "Testbed", no_testbed)
+    with pytest.raises(ValueError, match=r"global batch 64 must be divisible by every worker count \[2, 3\]"):
+        cal.measure([50.0], [2, 3], [4096], specs=["quantize(bits=8)"], global_batch=64)
+    with pytest.raises(AssertionError, match="started"):   # collectives only: no batch to split, it goes on
+        cal.measure([50.0], [2, 3], [4096], global_batch=64)
