@@ -188,13 +188,31 @@ def calibration_cells(data: dict, subset: Subset) -> list[dict]:
 LOCAL_COSTS = ("calibration", "each-p")
 
 
+def local_cost_workers(data: dict, subset: Subset, p: int, local_costs: str) -> int:
+    """The worker count whose no-network jobs give the profile at p its compute and codec costs.
+    (A subset p without such jobs, e.g. a collectives-only ``calibrate --workers 3``, is skipped.)"""
+    have = sorted({int(e["p"]) for e in data.get("steps", []) if e.get("spec") == "native"})
+    if local_costs == "each-p":
+        if p not in have:
+            raise ValueError(f"--local-costs each-p: no independent-job steps at p={p} "
+                             f"(stored at p={have or 'none'}; run `kfsim calibrate -c SPEC --workers {p}`)")
+        return p
+    usable = [q for q in subset.workers if q in have]
+    if not usable:
+        raise ValueError(f"no independent-job steps at any calibration p={list(subset.workers)} "
+                         f"(stored at p={have or 'none'}; run `kfsim calibrate -c SPEC`) to take compute and "
+                         "codec costs from")
+    return max(usable)
+
+
 def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequence[float], workers: Sequence[int],
                      directory: str | Path, name: str = "holdout", local_costs: str = "calibration",
                      mem_bw_gbs: float = 5.0) -> dict:
     """Write ``<name>-<rate>mbit-p<p>.toml`` for every (rate, p): the shared α, e, γ; compute and
     codec constants from the no-network independent jobs (:func:`kfsim.testbed.calibrate.step_costs`)
-    at the calibration subset's largest p (``calibration``: nothing measured at a held-out p is used)
-    or at the profile's own p (``each-p``: CPU contention at p measured locally, network held out)."""
+    at the largest p of the calibration subset that has them (``calibration``: nothing measured at a
+    held-out p is used) or at the profile's own p (``each-p``: CPU contention at p measured locally,
+    network held out). Raises ValueError naming the p when that p has no such jobs."""
     from kfsim.testbed.calibrate import step_costs
     from kfsim.testbed.profile import profile_dict, write_profile
     if local_costs not in LOCAL_COSTS:
@@ -202,7 +220,7 @@ def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequen
     models = list(data["models"].values())
     paths = {}
     for p in workers:
-        pc = max(subset.workers) if local_costs == "calibration" else p
+        pc = local_cost_workers(data, subset, p, local_costs)
         comp, codec = step_costs(data, pc, mem_bw_gbs)
         for rate in rates:
             pdata = profile_dict(name, rate, fit.at(rate), p, mem_bw_gbs=mem_bw_gbs, compute_s=comp, codec=codec,

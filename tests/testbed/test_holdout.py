@@ -121,3 +121,34 @@ def test_cli_holdout_writes_table(tmp_path):
     held = [x for x in doc["rows"] if x["group"] == "collective held-out"]
     assert len(held) == len(doc["rows"]) - 20 and max(abs(x["rel_error"]) for x in doc["rows"]) < 1e-6
     assert "held-out" in r.output and "in-sample" in r.output
+
+
+def _steps(*ps):
+    return [{"p": p, "spec": s, "model": "wide-1400", "global_batch": 64, "seconds": 0.1 if s == "native" else 0.2}
+            for p in ps for s in ("native", "quantize(bits=8)")]
+
+
+def test_local_costs_come_from_a_p_that_has_independent_jobs():
+    data = _data(burst=True) | {"steps": _steps(2, 4)}   # p = 3: collectives only
+    subset = ho.parse_subset("p=2,3,rates=50,1000")
+    assert ho.local_cost_workers(data, subset, 4, "calibration") == 2   # not 3, which has no jobs
+    assert ho.local_cost_workers(data, subset, 4, "each-p") == 4
+    with pytest.raises(ValueError, match=r"each-p: no independent-job steps at p=3 \(stored at p=\[2, 4\]"):
+        ho.local_cost_workers(data, subset, 3, "each-p")
+    with pytest.raises(ValueError, match=r"no independent-job steps at any calibration p=\[3\]"):
+        ho.local_cost_workers(data, ho.parse_subset("p=3,rates=50"), 4, "calibration")
+
+
+def test_cli_each_p_without_jobs_at_a_case_p_is_one_error_line(tmp_path):
+    prof = _write(tmp_path)
+    data = json.loads((prof / "testbed-measurements.json").read_text())
+    (prof / "testbed-measurements.json").write_text(json.dumps(data | {"steps": _steps(2)}))
+    cases = [{"kind": "none", "detail": "wide-1400", "rate_mbit": 50.0, "p": p, "predicted_s": 1.0, "measured_s": 1.0}
+             for p in (2, 4)]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["validate", "--profiles", str(prof), "--holdout", "--local-costs", "each-p",
+                                 "--cases", str(tmp_path / "cases.json"), "--out", str(out)])
+    err = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.exit_code != 0 and len(err) == 1 and "no independent-job steps at p=4" in err[0], r.output
+    assert not out.exists() or not any(out.iterdir())
