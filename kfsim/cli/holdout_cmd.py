@@ -32,7 +32,7 @@ def report_holdout(subset_text: str, measurements: Path, cases_path: Path | None
             have = sorted({(c["rate_mbit"], c["p"]) for c in data["collectives"]})
             raise ValueError(f"--calibrate-on {subset}: no stored collective cell in it "
                              f"(stored (Mbit/s, p): {', '.join(f'({r:g}, {p})' for r, p in have)})")
-        for p in sorted({int(c["p"]) for c in cases or () if str(c.get("detail", "")).startswith("wide-")}):
+        for p in sorted({int(c["p"]) for c in cases or () if ho.is_step_case(c)}):
             ho.local_cost_workers(data, subset, p, local_costs)   # before anything is written
         check_out_dir(out)
     except (ValueError, OSError) as exc:

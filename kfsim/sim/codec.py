@@ -129,6 +129,14 @@ def seconds(counts: OpCounts, r: Rates, share: float | None = None) -> float:
     return total
 
 
+def decode_seconds(dec, per_worker, one, n):
+    """Decode seconds of n workers' payloads: ``one`` for a lone worker (n = 1, off the line:
+    ``CodecCost.decode_one``), else the line ``dec + n · per_worker`` floored at 0. Scalars or
+    NumPy arrays, broadcast (per tensor, per worker count)."""
+    n = np.asarray(n)
+    return np.where(n == 1, one, np.maximum(dec + n * per_worker, 0.0))
+
+
 class TensorCodec(NamedTuple):
     """Seconds for one tensor: encode, decode's fixed part and per gathered payload (n >= 2),
     and the decode of a worker's own payload alone (n = 1: ``CodecCost.decode_one``)."""
@@ -139,7 +147,7 @@ class TensorCodec(NamedTuple):
     dec_one: float
 
     def decode(self, n: int) -> float:
-        return self.dec_one if n == 1 else max(self.dec + n * self.dec_per_worker, 0.0)
+        return float(decode_seconds(self.dec, self.dec_per_worker, self.dec_one, n))
 
 
 _TENSORS: dict = {}

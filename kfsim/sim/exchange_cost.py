@@ -34,7 +34,7 @@ import numpy as np
 from compressors.buckets import assign_buckets  # noqa: F401  (DDP layout; re-exported)
 from compressors.core import Law
 from kfsim.sim import algorithms
-from kfsim.sim.codec import rates, tensor_codec
+from kfsim.sim.codec import decode_seconds, rates, tensor_codec
 
 
 class TensorPlan(NamedTuple):
@@ -58,7 +58,7 @@ class TensorPlan(NamedTuple):
 
     def dec_at(self, p: int) -> np.ndarray:
         """(T,) decode seconds for p workers (a priced plan): ``TensorCodec.decode(p)``."""
-        return self.dec_one_s if p == 1 else np.maximum(self.dec_s + p * self.dec_per_worker_s, 0.0)
+        return decode_seconds(self.dec_s, self.dec_per_worker_s, self.dec_one_s, p)
 
     def payload_at(self, p) -> float:
         """Payload bytes one of p workers hands to the collectives per exchange."""

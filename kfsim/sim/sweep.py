@@ -33,6 +33,7 @@ import numpy as np
 
 from kfsim.catalog import ModelProfile
 from kfsim.sim import algorithms
+from kfsim.sim.codec import decode_seconds
 from kfsim.sim.compute import compute_time
 from kfsim.sim.exchange_cost import tensor_plan
 from kfsim.sim.inputs import as_cluster, as_compressor, as_model, model_arrays, with_precision
@@ -160,7 +161,7 @@ def _decodes(g: _Group, p: np.ndarray):
     B = len(g.ready)
     if not g.dec_pw.any() and (np.all(p == 1) or not np.any(p == 1)):
         p = p[:1]
-    x = np.where(p[:, None] == 1, g.dec_one, np.maximum(g.dec_s + p[:, None] * g.dec_pw, 0.0))
+    x = decode_seconds(g.dec_s, g.dec_pw, g.dec_one, p[:, None])
     dec = np.zeros((len(p), B))
     np.add.at(dec, (slice(None), g.ids), x)
     return dec

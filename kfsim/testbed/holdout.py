@@ -231,13 +231,18 @@ def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequen
     return paths
 
 
+def is_step_case(case: dict) -> bool:
+    """A stored case that is a training step of kfsim.launch's wide MLP (the ones re-predicted)."""
+    return str(case.get("detail", "")).startswith("wide-")
+
+
 def step_rows(cases: Sequence[dict], subset: Subset, profiles: dict, global_batch: int = 64) -> list[Row]:
     """Measured training steps of kfsim.launch's worker (``validate --what compressed`` cases of the
     wide MLP), re-predicted from the hold-out profiles."""
     from kfsim.testbed.validate import predict_steps
     rows = []
     for c in cases:
-        if not str(c.get("detail", "")).startswith("wide-"):
+        if not is_step_case(c):
             continue
         key = (float(c["rate_mbit"]), int(c["p"]))
         if key not in profiles:
