@@ -64,9 +64,7 @@ def two_nodes(tb, tmp: Path, steps: int, kill_at: int | None = None):
 
 def main() -> None:
     from kfsim.testbed import netns
-    ok, why = netns.available()
-    if not ok:
-        raise SystemExit(f"needs network namespaces: {why}")
+    netns.require()
     with tempfile.TemporaryDirectory(prefix="kfsim-bench-nodes-") as d:
         tmp = Path(d)
         t0 = time.time()

@@ -44,10 +44,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     from kfsim.launch.ms_models import wide_mlp_params
     from kfsim.testbed.compressed import run_steps
-    from kfsim.testbed.netns import Shape, Testbed, available
-    ok, why = available()
-    if not ok:
-        sys.exit(f"needs network namespaces (root): {why}")
+    from kfsim.testbed.netns import Shape, Testbed, require
+    require()
     specs = ["native"] + [s for s in a.specs if s != "native"]
     nparams = sum(v.size for v in wide_mlp_params(a.hidden).values())
     print(f"model: MLP 784-{a.hidden}-{a.hidden}-10 ({nparams / 1e6:.2f}M parameters), global batch {a.batch}, "

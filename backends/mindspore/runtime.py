@@ -49,13 +49,24 @@ def absorb_numpy_error(probe) -> None:
         os.close(saved)
 
 
-def setup(device: str = "CPU") -> None:
-    """Select the device once per process and absorb MindSpore's NumPy-2 start-up error."""
+def setup(device: str = "CPU", op_threads: int | None = None) -> None:
+    """Select the device once per process and absorb MindSpore's NumPy-2 start-up error.
+
+    ``op_threads``: threads of MindSpore's CPU kernel pool (default: MindSpore's, up to 25). Ranks
+    sharing a host's cores each need their share: with its default, a 2-rank job on 2 cores took
+    147 ms a PowerSGD step, with 1 thread each 77 ms (``kfsim.launch.worker --op-threads``). A value
+    set earlier in the process (e.g. by an ``--import``) is kept."""
     import mindspore as ms
 
     if _READY["device"] is not None:
         return
     ms.set_device(device)
+    if op_threads is not None:
+        from mindspore.device_context.cpu import op_tuning
+        try:
+            op_tuning.threads_num(int(op_threads))
+        except RuntimeError:   # "can not be set repeatedly": the user's own setting stands
+            pass
     absorb_numpy_error(lambda: ms.Tensor(np.zeros(2, np.float32)).reshape(1, 2))
     _READY["device"] = device
 

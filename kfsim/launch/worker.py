@@ -27,6 +27,26 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def _rendezvous(spec: str):
+    from kfsim.launch.rendezvous import parse
+    try:
+        return parse(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _threads(v: str) -> int:
+    if not v.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {v!r}")
+    return int(v)
+
+
+def op_threads(nodes: int) -> int:
+    """This host's cores shared by the job's ranks on it (msrun's MS_WORKER_NUM over ``nodes``)."""
+    ranks = max(1, int(os.environ.get("MS_WORKER_NUM", "1")) // max(1, nodes))
+    return max(1, len(os.sched_getaffinity(0)) // ranks)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="kfsim MindSpore worker (started by msrun)")
     p.add_argument("--spec", required=True, help="compressor spec, or 'native' for MindSpore's all-reduce")
@@ -66,6 +86,12 @@ def parse_args(argv=None):
     p.add_argument("--outer-momentum", type=float, default=0.0)
     p.add_argument("--fragments", type=int, default=1)
     p.add_argument("--overlap-steps", type=int, default=0)
+    p.add_argument("--rendezvous", default=None, metavar="DIR:N", type=_rendezvous,
+                   help="before each step after the first (compiling) one, wait until N processes "
+                        "reached it in DIR (independent one-worker jobs timed under each other's contention)")
+    p.add_argument("--op-threads", type=_threads, default=None,
+                   help="MindSpore CPU kernel threads (default: this host's cores / the job's ranks on it; "
+                        "0: MindSpore's own default)")
     p.add_argument("--import", dest="imports", action="append", default=[],
                    help="module, .py file or package folder to import first (e.g. one registering a "
                         "user compressor; kfsim.imports)")
@@ -82,7 +108,8 @@ def main(argv=None) -> int:
     for target in a.imports:
         import_user(target)
     from backends.mindspore.runtime import setup
-    setup(a.device)
+    threads = op_threads(a.nodes) if a.op_threads is None else a.op_threads
+    setup(a.device, threads or None)
     from backends.mindspore.data_parallel import kfsim_reducer  # (before init(): its NumPy start-up check)
     import mindspore as ms
     from mindspore import nn, ops
@@ -185,6 +212,7 @@ def main(argv=None) -> int:
     writer = None
     if rank == 0 and a.record:
         meta = {"compressor": a.spec, "workers": n, "model": a.model, "batch": a.batch, "lr": a.lr, "seed": a.seed,
+                "op_threads": threads,   # 0: MindSpore's own default pool
                 "steps": a.steps, "device": a.device, "rng": a.rng, "collective": a.collective,
                 "bucket_bytes": None if native else cap,
                 "resume_step": start, "nodes": a.nodes, "shards": "worker r takes samples [r::n] of each global batch"}
@@ -206,14 +234,21 @@ def main(argv=None) -> int:
         if a.perturb_at is not None and t == a.perturb_at and rank == 1:
             w = net.trainable_params()[0]
             w.set_data(w + ms.Tensor(np.float32(1e-3)))
+        if a.rendezvous and t > start:   # every step after the compiling one, as collectives would
+            from kfsim.launch.rendezvous import RendezvousTimeout, arrive
+            try:
+                arrive(Path(a.rendezvous[0]) / f"step{t}", a.rendezvous[1])
+            except RendezvousTimeout as e:
+                print(f"kfsim worker: {e}", file=sys.stderr)
+                return 2
         idx = batches.indices(t)
         x = ms.Tensor(xtr[idx][rank::n])
         y = ms.Tensor(ytr[idx][rank::n])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = train(x, y) if local is None else local.step(x, y, t)
         g = float(mean_loss(loss).asnumpy())
         dt = time.perf_counter() - t0
-        extra = {"rank_loss": float(loss.asnumpy())}
+        extra = {"rank_loss": float(loss.asnumpy()), "cpu_s": time.process_time() - c0}
         if local is not None:
             extra.update(local.extra)
             bytes_per_step = local.sent

@@ -60,8 +60,9 @@ def measure(rates_mbit: Sequence[float], workers: Sequence[int], sizes: Sequence
             specs: Sequence[str] = (), hidden: int = 1400, global_batch: int = 64, imports: Sequence[str] = ()):
     """Run the micro-benchmarks; returns (collective measurements, compute entries, model entries,
     step entries). ``specs``: compressors whose codec cost to measure on the launcher's ``wide``
-    MLP — p independent one-worker jobs at once (the CPU contention of a p-rank job, no network),
-    each spec and ``native``; codec = T(spec) − T(native). ``imports``: ``--import`` targets of the
+    MLP — p independent one-worker jobs at once, kept in step after compiling (the CPU contention
+    of a p-rank job, no network; :mod:`kfsim.launch.rendezvous`), each spec and ``native``;
+    codec = T(spec) − T(native). ``imports``: ``--import`` targets of the
     workers (modules registering the specs' compressors, :mod:`kfsim.imports`)."""
     if not rates_mbit and not specs and not layers_list:
         raise ValueError("nothing to measure")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import NamedTuple
 
 from kfsim.imports import for_workers
 from kfsim.testbed.netns import Testbed
-from kfsim.testbed.run import run_job, tail_logs
+from kfsim.testbed.run import host_op_threads, run_job, tail_logs
 
 
 def worker_script() -> str:
@@ -59,12 +60,15 @@ class StepRun(NamedTuple):
 
 def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 64, steps: int = 6,
               skip: int = 2, log_root: str | Path | None = None, timeout_s: float = 280.0,
-              independent: bool = False, imports=(), model: str = "wide") -> StepRun:
+              independent: bool = False, imports=(), model: str = "wide", op_threads: int | None = None) -> StepRun:
     """A p-worker job of the launcher's worker; ``independent``: p one-worker jobs at once, each
-    with the per-worker batch B/p (compute + codec under the same CPU contention, no network).
+    with the per-worker batch B/p (compute + codec under the same CPU contention, no network),
+    kept in step after their first, compiling step (:mod:`kfsim.launch.rendezvous`).
     ``imports``: what each worker imports first (``--import`` targets, :mod:`kfsim.imports`).
     ``model``: the worker's ``--model`` (``wide``: the benchmark MLP of width ``hidden``; or a
-    kfsim.train model such as ``mlp``, the Fashion-MNIST MLP, whose ``hidden`` is ignored)."""
+    kfsim.train model such as ``mlp``, the Fashion-MNIST MLP, whose ``hidden`` is ignored).
+    ``op_threads``: each worker's MindSpore CPU kernel threads (default: this host's cores split
+    between the p workers, :func:`kfsim.testbed.run.host_op_threads`; 0: MindSpore's own default)."""
     if steps <= skip:
         raise ValueError(f"steps ({steps}) must exceed skipped compile steps ({skip})")
     if batch % p:
@@ -83,6 +87,12 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
             "--steps", str(steps),
             "--batch", str(batch // p if independent else batch), "--run-dir", str(run_dir),
             "--record", str(record), "--limit-test", "200"]
+    # all p workers share this host's cores (an independent job's msrun sees only itself)
+    args += ["--op-threads", str(host_op_threads(p) if op_threads is None else int(op_threads))]
+    if independent and p > 1:   # in step after compiling, as a p-rank job's collectives keep its ranks
+        meet = cell / "rendezvous"
+        shutil.rmtree(meet, ignore_errors=True)
+        args += ["--rendezvous", f"{meet}:{p}"]
     targets, paths = for_workers(imports)
     for t in targets:
         args += ["--import", t]

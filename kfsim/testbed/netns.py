@@ -80,6 +80,13 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+def require() -> None:
+    """Exit with one line naming why, when no testbed can be built here (for scripts)."""
+    ok, why = available()
+    if not ok:
+        raise SystemExit(f"needs network namespaces (root): {why}")
+
+
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     r = subprocess.run(list(args), capture_output=True, text=True, timeout=30)
     if check and r.returncode != 0:
