@@ -106,6 +106,7 @@ def _print(subset, fit, rows, groups, diag, local_costs) -> None:
                                              for r in sorted({x.rate_mbit for x in rows})) +
               f"), γ = {fit.gamma * 1e9:.2f} ns/B reduced" + ("; tbf burst subtracted from the bytes sent" if fit.burst else "")
               + "; step compute/codec from the no-network jobs at "
-              + ("the calibration p" if local_costs == "calibration" else "each p"))
+              + ("the calibration p (slower by max(1, p/cores) / max(1, p_cal/cores) where the "
+                 "measurements name the host's cores)" if local_costs == "calibration" else "each p"))
     con.print("diagnostic, the same model fitted to each (rate, p) cell alone: " + "; ".join(
         f"{r:g}/p{p}: α {f.alpha * 1e6:.0f} µs, e {f.efficiency:.2f}, γ {f.gamma * 1e9:.1f} ns/B" for r, p, f in diag))

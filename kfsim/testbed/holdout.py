@@ -205,6 +205,24 @@ def local_cost_workers(data: dict, subset: Subset, p: int, local_costs: str) -> 
     return max(usable)
 
 
+def host_share(p: int, pc: int, cores: int | None) -> float:
+    """How much slower each worker's local work runs at p than at pc when all p workers share one
+    host's ``cores`` (processor sharing: a worker, one kernel thread since 2026-12-06, gets
+    min(1, cores / p) of a core); 1 when ``cores`` is unknown."""
+    if not cores:
+        return 1.0
+    return max(1.0, p / cores) / max(1.0, pc / cores)
+
+
+def _shared(comp: dict, codec: dict, mem_bw_gbs: float, f: float) -> tuple[dict, dict, float]:
+    """Compute, codec constants and memory bandwidth f times slower."""
+    if f == 1.0:
+        return comp, codec, mem_bw_gbs
+    slow = {k: (v / f if k.endswith("_gbs") else v * f if k.endswith("_us") or k.endswith("_ns") else v)
+            for k, v in codec.items()}
+    return {m: t * f for m, t in comp.items()}, slow, mem_bw_gbs / f
+
+
 def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequence[float], workers: Sequence[int],
                      directory: str | Path, name: str = "holdout", local_costs: str = "calibration",
                      mem_bw_gbs: float = 5.0) -> dict:
@@ -212,20 +230,25 @@ def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequen
     codec constants from the no-network independent jobs (:func:`kfsim.testbed.calibrate.step_costs`)
     at the largest p of the calibration subset that has them (``calibration``: nothing measured at a
     held-out p is used) or at the profile's own p (``each-p``: CPU contention at p measured locally,
-    network held out). Raises ValueError naming the p when that p has no such jobs."""
+    network held out). Local costs taken at pc for p are made :func:`host_share` times slower when the
+    measurements say how many cores their workers shared (``host.cores``, written by ``kfsim
+    calibrate``). Raises ValueError naming the p when that p has no such jobs."""
     from kfsim.testbed.calibrate import step_costs
     from kfsim.testbed.profile import profile_dict, write_profile
     if local_costs not in LOCAL_COSTS:
         raise ValueError(f"local costs must be one of {LOCAL_COSTS}, got {local_costs!r}")
     models = list(data["models"].values())
     paths = {}
+    cores = data.get("host", {}).get("cores")
     for p in workers:
         pc = local_cost_workers(data, subset, p, local_costs)
-        comp, codec = step_costs(data, pc, mem_bw_gbs)
+        f = host_share(p, pc, cores)
+        comp, codec, mem_bw = _shared(*step_costs(data, pc, mem_bw_gbs), mem_bw_gbs, f)
+        share = f", x{f:g} for {p} workers on {cores} cores" if f != 1.0 else ""
         for rate in rates:
-            pdata = profile_dict(name, rate, fit.at(rate), p, mem_bw_gbs=mem_bw_gbs, compute_s=comp, codec=codec,
+            pdata = profile_dict(name, rate, fit.at(rate), p, mem_bw_gbs=mem_bw, compute_s=comp, codec=codec,
                                  models=models, source=f"kfsim validate --calibrate-on {subset} "
-                                                       f"(shared α, e, γ; local costs at p={pc})")
+                                                       f"(shared α, e, γ; local costs at p={pc}{share})")
             pdata["name"] += f"-p{p}"
             paths[(rate, p)] = write_profile(pdata, Path(directory) / f"{pdata['name']}.toml")
     return paths

@@ -1,5 +1,7 @@
 """Held-out validation: one α, e, γ across rates and worker counts (no testbed needed)."""
 import json
+import tomllib
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -8,6 +10,8 @@ import kfsim.cli.testbed_cmd  # noqa: F401  (registers validate)
 from kfsim.cli import app
 from kfsim.sim import collectives
 from kfsim.testbed import holdout as ho
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ALPHA, EFF, GAMMA = 80e-6, 0.85, 1.5e-9
 RATES, WORKERS, SIZES = (50.0, 200.0, 1000.0), (2, 3, 4, 8), (4096, 65536, 262144, 1048576, 4194304)
@@ -152,3 +156,47 @@ def test_cli_each_p_without_jobs_at_a_case_p_is_one_error_line(tmp_path):
     err = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.exit_code != 0 and len(err) == 1 and "no independent-job steps at p=4" in err[0], r.output
     assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("p, pc, cores, want", [
+    (4, 2, 2, 2.0), (2, 2, 2, 1.0), (3, 2, 2, 1.5), (4, 4, 2, 1.0), (2, 4, 2, 0.5), (8, 2, 16, 1.0),
+    (4, 2, None, 1.0), (4, 2, 0, 1.0)])
+def test_host_share_is_processor_sharing_of_the_host_s_cores(p, pc, cores, want):
+    assert ho.host_share(p, pc, cores) == want
+
+
+def test_profiles_for_more_workers_than_cores_run_their_local_costs_slower(tmp_path):
+    """Local costs taken at p = 2 on a 2-core host, written for p = 4: compute, codec and memory 2x slower;
+    without host.cores in the measurements (data before 2026-12-06's evening) they are taken as they are."""
+    from kfsim.testbed.profile import read_profile
+    stored = json.loads((ROOT / "profiles/testbed-measurements.json").read_text())
+    assert stored["host"] == {"cores": 2}
+    subset = ho.parse_subset("p=2,rates=50,1000")
+    fit = ho.fit_physical(ho.calibration_cells(stored, subset))
+
+    def written(data, d):
+        paths = ho.holdout_profiles(data, subset, fit, [200.0], [2, 4], tmp_path / d)
+        return {p: tomllib.loads(paths[200.0, p].read_text()) for p in (2, 4)}
+    shared = written(stored, "shared")
+    plain = written({k: v for k, v in stored.items() if k != "host"}, "plain")
+    assert shared[2] == plain[2]
+    s4, p4 = shared[4], plain[4]
+    assert s4["compute_s"]["wide-1400"] == pytest.approx(2 * p4["compute_s"]["wide-1400"])
+    assert s4["codec"]["elementwise_gbs"] == pytest.approx(p4["codec"]["elementwise_gbs"] / 2)
+    assert s4["codec"]["op_overhead_us"] == pytest.approx(2 * p4["codec"]["op_overhead_us"])
+    assert "x2 for 4 workers on 2 cores" in s4["source"] and "x2" not in p4["source"]
+    dev_s, dev_p = s4["cluster"]["device"], p4["cluster"]["device"]
+    assert dev_s["mem_bw_gbs"] == pytest.approx(dev_p["mem_bw_gbs"] / 2)
+    net = ("bandwidth_gbps", "latency_us", "efficiency")              # the network is not the host's
+    assert [s4["cluster"]["inter"][k] for k in net] == [p4["cluster"]["inter"][k] for k in net]
+    assert s4["cluster"]["gamma_s_per_byte"] == p4["cluster"]["gamma_s_per_byte"]
+    read_profile(tmp_path / "shared" / "holdout-200mbit-p4.toml")  # a valid profile
+
+
+def test_calibrate_records_the_host_s_cores_with_local_costs():
+    from kfsim.testbed.calibrate import load_measurements, merge
+    import os
+    empty = load_measurements(Path("/nonexistent/x.json"))
+    assert "host" not in merge(dict(empty), [], [], {}, [])
+    step = {"p": 2, "spec": "native", "model": "m", "global_batch": 64, "seconds": 0.1}
+    assert merge(dict(empty), [], [], {}, [step])["host"] == {"cores": len(os.sched_getaffinity(0))}
