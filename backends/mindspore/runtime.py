@@ -54,7 +54,8 @@ def setup(device: str = "CPU", op_threads: int | None = None) -> None:
 
     ``op_threads``: threads of MindSpore's CPU kernel pool (default: MindSpore's, up to 25). Ranks
     sharing a host's cores each need their share: with its default, a 2-rank job on 2 cores took
-    147 ms a PowerSGD step, with 1 thread each 77 ms (``kfsim.launch.worker --op-threads``). A value
+    110.9 ms a PowerSGD step, with 1 thread each 72.3 ms (``benchmarks/bench_op_threads.py``;
+    ``kfsim.launch.worker --op-threads``). A value
     set earlier in the process (e.g. by an ``--import``) is kept."""
     import mindspore as ms
 

@@ -1,8 +1,8 @@
 """MindSpore's CPU kernel pool split between the ranks that share a host's cores.
 
 With MindSpore's default pool every rank of a 2-rank job on this 2-core host
-sized its pool for the whole machine; a PowerSGD step took 147 ms, with one
-kernel thread per rank 77-97 ms (`backends.mindspore.runtime.setup`'s docstring).
+sized its pool for the whole machine; a PowerSGD step took 110.9 ms, with one
+kernel thread per rank 72.3 ms (`benchmarks/bench_op_threads.py`).
 """
 from __future__ import annotations
 
