@@ -4,7 +4,7 @@ p ranks of the launcher's own worker (``kfsim/launch/worker.py``, the wide MLP 7
 global batch B) on the emulated cluster, one msrun per network namespace, all on this
 machine's cores (:func:`kfsim.testbed.compressed.run_steps`). Each spec runs with
 ``--op-threads 0`` (MindSpore's own pool) and with the split the worker takes by default
-(cores / p, :func:`kfsim.testbed.run.host_op_threads`), the two alternated ``--rounds`` times
+(cores / p, :func:`kfsim.launch.host.share`), the two alternated ``--rounds`` times
 (machine speed drifts); rank 0's median step over the kept steps, then the median over rounds.
 ``--independent`` times p one-worker jobs in step instead (what ``kfsim calibrate`` prices
 compute and codec from). Prints spec, both step times and their ratio, side by side.
@@ -39,9 +39,9 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     from kfsim.testbed.compressed import run_steps
     from kfsim.testbed.netns import Shape, Testbed, require
-    from kfsim.testbed.run import host_op_threads
+    from kfsim.launch.host import share
     require()
-    split = host_op_threads(a.workers)
+    split = share(a.workers)
     print(f"{a.workers} {'independent one-worker jobs' if a.independent else 'ranks'} on this host, "
           f"{a.rate:g} Mbit/s links, MLP 784-{a.hidden}-{a.hidden}-10, global batch {a.batch}, "
           f"{a.steps} steps per job; split = {split} kernel thread(s) per rank", flush=True)

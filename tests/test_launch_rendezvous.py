@@ -91,6 +91,6 @@ def test_independent_jobs_are_told_to_meet_and_coupled_ones_are_not(tmp_path, mo
     assert a_ind[i + 1] == f"{stale}:3"
     assert not stale.exists()
     assert "--rendezvous" not in a_coup
-    from kfsim.testbed.run import host_op_threads
+    from kfsim.launch.host import share
     for a in (a_ind, a_coup):   # the 3 workers share this host's cores, coupled or not
-        assert a[a.index("--op-threads") + 1] == str(host_op_threads(3))
+        assert a[a.index("--op-threads") + 1] == str(share(3))

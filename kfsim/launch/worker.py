@@ -43,8 +43,8 @@ def _threads(v: str) -> int:
 
 def op_threads(nodes: int) -> int:
     """This host's cores shared by the job's ranks on it (msrun's MS_WORKER_NUM over ``nodes``)."""
-    ranks = max(1, int(os.environ.get("MS_WORKER_NUM", "1")) // max(1, nodes))
-    return max(1, len(os.sched_getaffinity(0)) // ranks)
+    from kfsim.launch.host import share
+    return share(int(os.environ.get("MS_WORKER_NUM", "1")) // max(1, nodes))
 
 
 def parse_args(argv=None):

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from kfsim.launch import host
 from kfsim.testbed import microbench
 from kfsim.testbed.fit import CollectiveFit, fit_collectives
 from kfsim.testbed.microbench import Measured
@@ -51,8 +52,7 @@ def merge(data: dict, collectives: Sequence[Measured], compute: Sequence[dict], 
     data["compute"] = [c for c in data["compute"] if (c["p"], c["model"]) not in keys] + list(compute)
     data["models"].update(models)
     if steps or compute:   # the cores every worker of the local-cost jobs shared (kfsim.testbed.holdout.host_share)
-        import os
-        data["host"] = {"cores": len(os.sched_getaffinity(0))}
+        data["host"] = {"cores": host.cores()}
     skeys = {(c["p"], c["spec"], c["model"]) for c in steps}
     data["steps"] = [c for c in data.get("steps", []) if (c["p"], c["spec"], c["model"]) not in skeys] + list(steps)
     return data

@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 from kfsim.imports import for_workers
 from kfsim.testbed.netns import Testbed
-from kfsim.testbed.run import host_op_threads, run_job, tail_logs
+from kfsim.launch.host import share
+from kfsim.testbed.run import run_job, tail_logs
 
 
 def worker_script() -> str:
@@ -68,7 +69,7 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
     ``model``: the worker's ``--model`` (``wide``: the benchmark MLP of width ``hidden``; or a
     kfsim.train model such as ``mlp``, the Fashion-MNIST MLP, whose ``hidden`` is ignored).
     ``op_threads``: each worker's MindSpore CPU kernel threads (default: this host's cores split
-    between the p workers, :func:`kfsim.testbed.run.host_op_threads`; 0: MindSpore's own default)."""
+    between the p workers, :func:`kfsim.launch.host.share`; 0: MindSpore's own default)."""
     if steps <= skip:
         raise ValueError(f"steps ({steps}) must exceed skipped compile steps ({skip})")
     if batch % p:
@@ -88,7 +89,7 @@ def run_steps(tb: Testbed, p: int, spec: str, hidden: int = 1400, batch: int = 6
             "--batch", str(batch // p if independent else batch), "--run-dir", str(run_dir),
             "--record", str(record), "--limit-test", "200"]
     # all p workers share this host's cores (an independent job's msrun sees only itself)
-    args += ["--op-threads", str(host_op_threads(p) if op_threads is None else int(op_threads))]
+    args += ["--op-threads", str(share(p) if op_threads is None else int(op_threads))]
     if independent and p > 1:   # in step after compiling, as a p-rank job's collectives keep its ranks
         meet = cell / "rendezvous"
         shutil.rmtree(meet, ignore_errors=True)

@@ -42,11 +42,6 @@ class JobResult(NamedTuple):
         return not self.timed_out and all(rc == 0 for rc in self.returncodes)
 
 
-def host_op_threads(p: int) -> int:
-    """MindSpore CPU kernel threads of each of p workers on this host: its cores split between them."""
-    return max(1, len(os.sched_getaffinity(0)) // max(1, int(p)))
-
-
 def pick_port(rng: random.Random | None = None) -> int:
     rng = rng or random.Random()
     data_ports = {8118 + 256 * r for r in range(64)}

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from kfsim.testbed.netns import Testbed
-from kfsim.testbed.run import host_op_threads, python_script, run_job, tail_logs
+from kfsim.launch.host import share
+from kfsim.testbed.run import python_script, run_job, tail_logs
 
 
 def mlp_name(layers: Sequence[int]) -> str:
@@ -69,7 +70,7 @@ def run_native(tb: Testbed, p: int, layers: Sequence[int], batch: int = 64, step
         raise ValueError("the testbed must be shaped")
     root = Path(log_root or tempfile.mkdtemp(prefix="kfsim-train-")).resolve()  # the workers run elsewhere
     cell = root / f"native_p{p}_{tb.shape.rate_mbit:g}mbit_{mlp_name(layers)}"
-    cfg = {"out": str(cell / "res"), "op_threads": host_op_threads(p),
+    cfg = {"out": str(cell / "res"), "op_threads": share(p),
            "layers": list(map(int, layers)), "batch": int(batch), "steps": int(steps),
            "warmup": int(warmup), "compute_only": bool(compute_only),
            "native": bool(native)}

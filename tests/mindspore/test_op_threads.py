@@ -51,7 +51,8 @@ def test_a_pool_the_user_sized_first_is_kept():
 def test_worker_default_splits_the_cores_between_its_host_s_ranks(monkeypatch, cores, workers, nodes, want):
     from kfsim.launch import worker
     monkeypatch.setenv("MS_WORKER_NUM", str(workers))
-    monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    from kfsim.launch import host
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert worker.op_threads(nodes) == want
 
 
@@ -72,6 +73,6 @@ def test_worker_zero_threads_leaves_mindspore_s_default(monkeypatch):
 
 
 def test_testbed_workers_get_the_host_s_cores_split_p_ways(monkeypatch):
-    from kfsim.testbed import run
-    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0, 1})
-    assert [run.host_op_threads(p) for p in (1, 2, 3, 4)] == [2, 1, 1, 1]
+    from kfsim.launch import host
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert [host.share(p) for p in (1, 2, 3, 4)] == [2, 1, 1, 1] and host.cores() == 2
