@@ -16,7 +16,7 @@ GOALS = {"held-out median": 0.10, "held-out worst": 0.25, "in-sample median": 0.
 
 
 def report_holdout(subset_text: str, measurements: Path, cases_path: Path | None, local_costs: str, out: Path,
-                   rep: Reporter, global_batch: int = 64) -> None:
+                   rep: Reporter, global_batch: int = 64, host_share: bool = True) -> None:
     from kfsim.testbed import holdout as ho
     from kfsim.testbed.calibrate import load_measurements
     try:
@@ -26,6 +26,8 @@ def report_holdout(subset_text: str, measurements: Path, cases_path: Path | None
         if not measurements.is_file():
             raise ValueError(f"--measurements: {measurements} does not exist (run `kfsim calibrate`)")
         data = load_measurements(measurements)
+        if not host_share:   # as if the measurements did not say how many cores their ranks shared
+            data = {k: v for k, v in data.items() if k != "host"}
         cases = _load_cases(cases_path)
         cells = ho.calibration_cells(data, subset)
         if not cells:
@@ -39,7 +41,7 @@ def report_holdout(subset_text: str, measurements: Path, cases_path: Path | None
         raise fail(exc) from None
     with rep:
         rep.items("validate").status(f"fitting α, e, γ on {subset} ({len(cells)} collective cells)")
-        fit = ho.fit_physical(cells)
+        fit = ho.fit_physical(cells, cores=ho.host_cores(data))
         rows = ho.collective_rows(data, subset, fit)
         profiles = {}
         if cases:
@@ -53,7 +55,7 @@ def report_holdout(subset_text: str, measurements: Path, cases_path: Path | None
     if rep.human:
         _print(subset, fit, rows, groups, diag, local_costs)
     doc = {"calibrate_on": str(subset), "measurements": str(measurements), "cases": str(cases_path or ""),
-           "local_costs": local_costs, "goals": GOALS,
+           "local_costs": local_costs, "host_cores": fit.cores, "goals": GOALS,
            "fit": {"alpha_us": fit.alpha * 1e6, "efficiency": fit.efficiency, "gamma_ns_per_byte": fit.gamma * 1e9,
                    "beta_ns_per_byte": {f"{r:g}": fit.beta(r) * 1e9 for r in sorted({x.rate_mbit for x in rows})},
                    "cells": fit.cells},
@@ -101,7 +103,9 @@ def _print(subset, fit, rows, groups, diag, local_costs) -> None:
                f"(goal <= 25 %)" if held else "no held-out cell",
                f"in-sample median {ins.median_abs_error:.1%} (goal <= 5 %)" if ins else "no in-sample cell"]
     con.print("; ".join(verdict))
-    con.print(f"shared fit: α = {fit.alpha * 1e6:.1f} µs per message, e = {fit.efficiency:.3f} "
+    share = f" with a core per rank (x max(1, p/{fit.cores}) for p ranks on the host's {fit.cores} cores)" \
+        if fit.cores else ""
+    con.print(f"shared fit: α = {fit.alpha * 1e6:.1f} µs per message{share}, e = {fit.efficiency:.3f} "
               f"(β = 1/(e·rate): " + ", ".join(f"{r:g} Mbit/s {fit.beta(r) * 1e9:.1f} ns/B"
                                              for r in sorted({x.rate_mbit for x in rows})) +
               f"), γ = {fit.gamma * 1e9:.2f} ns/B reduced" + ("; tbf burst subtracted from the bytes sent" if fit.burst else "")

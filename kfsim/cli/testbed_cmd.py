@@ -216,6 +216,10 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
                                                        "(default <profiles>/validate/validate.json; 'none': collectives only)"),
              local_costs: str = typer.Option("calibration", help="--holdout: step compute/codec from the "
                                              "no-network jobs at the calibration p, or 'each-p'"),
+             host_share: bool = typer.Option(True, "--host-share/--no-host-share", help="--holdout: where the "
+                                             "measurements name the host's cores, p ranks on them pay "
+                                             "max(1, p/cores) for each message and (from the calibration p) "
+                                             "for compute and codec"),
              config: Optional[Path] = options.config_option(),
              quiet: bool = quiet_option(), as_json: bool = json_option()) -> None:
     """Predict held-out collectives and training steps with the simulator, measure them, compare."""
@@ -228,7 +232,8 @@ def validate(name: str = typer.Option("testbed", help="profile name (from kfsim 
         from kfsim.testbed.holdout import DEFAULT_SUBSET
         report_holdout(calibrate_on or DEFAULT_SUBSET, profiles / f"{name}-measurements.json",
                        profiles / "validate" / "validate.json" if cases_file is None else cases_file,
-                       local_costs, out, Reporter("validate", quiet=quiet, as_json=as_json), global_batch)
+                       local_costs, out, Reporter("validate", quiet=quiet, as_json=as_json), global_batch,
+                       host_share)
         return
     from kfsim.testbed import validate as val
     png = out / "validate.png" if png is None else png

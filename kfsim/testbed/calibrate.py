@@ -51,7 +51,7 @@ def merge(data: dict, collectives: Sequence[Measured], compute: Sequence[dict], 
     keys = {(c["p"], c["model"]) for c in compute}
     data["compute"] = [c for c in data["compute"] if (c["p"], c["model"]) not in keys] + list(compute)
     data["models"].update(models)
-    if steps or compute:   # the cores every worker of the local-cost jobs shared (kfsim.testbed.holdout.host_share)
+    if collectives or steps or compute:   # the cores the measured ranks shared (kfsim.testbed.holdout.host_share)
         data["host"] = {"cores": host.cores()}
     skeys = {(c["p"], c["spec"], c["model"]) for c in steps}
     data["steps"] = [c for c in data.get("steps", []) if (c["p"], c["spec"], c["model"]) not in skeys] + list(steps)

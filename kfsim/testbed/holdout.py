@@ -3,7 +3,9 @@
 The per-(rate, p) fits of :mod:`kfsim.testbed.calibrate` are in-sample. Here the mccl echo-ring
 model (:mod:`kfsim.testbed.fit`) gets one parameter set shared by *every* cell:
 
-* α — seconds per message (latency + per-message software cost), the same at every rate and p;
+* α — seconds per message (latency + per-message software cost), the same at every rate; its
+  software part is CPU work, so when the p ranks share one host's ``cores`` (``host.cores`` in the
+  measurements) a message costs α·max(1, p/cores) (:func:`host_share` against one rank per core);
 * β(rate) = 1 / (e · rate) — the wire cost per byte follows the known tc rate through one fitted
   link efficiency e (the fraction of the shaped rate the echo ring reaches);
 * γ — seconds per byte reduced, the same at every rate and p (a CPU cost, not a link cost);
@@ -104,21 +106,26 @@ def _is_number(v: str) -> bool:
 class PhysicalFit(NamedTuple):
     """α (s/message), e (link efficiency), γ (s/byte reduced), shared by every cell; fitted on ``cells``."""
 
-    alpha: float
+    alpha: float          # with a core per rank; :meth:`alpha_at` p ranks on ``cores``
     efficiency: float
     gamma: float
     cells: int
     burst: bool = True
+    cores: int | None = None   # the host's cores the measured ranks shared (None: α not scaled)
 
     def beta(self, rate_mbit: float) -> float:
         return 1.0 / (self.efficiency * rate_mbit * 1e6 / 8)
 
-    def at(self, rate_mbit: float) -> CollectiveFit:
-        """The per-rate fit the profiles and the simulator take (β from the rate)."""
-        return CollectiveFit(self.alpha, self.beta(rate_mbit), self.gamma, np.zeros(0), self.cells)
+    def alpha_at(self, p: int) -> float:
+        """α of p ranks sharing the host's cores: α·max(1, p/cores)."""
+        return self.alpha * host_share(int(p), 1, self.cores)
+
+    def at(self, rate_mbit: float, p: int = 1) -> CollectiveFit:
+        """The fit the profile of (rate, p) and the simulator take (β from the rate, α at p)."""
+        return CollectiveFit(self.alpha_at(p), self.beta(rate_mbit), self.gamma, np.zeros(0), self.cells)
 
     def predict(self, op: str, rate_mbit: float, p, nbytes) -> np.ndarray:
-        x = physical_design(op, rate_mbit, p, nbytes, self.burst)
+        x = physical_design(op, rate_mbit, p, nbytes, self.burst, self.cores)
         return x @ np.array([self.alpha, 1.0 / self.efficiency, self.gamma])
 
 
@@ -128,26 +135,35 @@ def burst_bytes(rate_mbit: float) -> float:
     return float(Shape(float(rate_mbit)).burst_bytes)
 
 
-def physical_design(op: str, rate_mbit: float, p, nbytes, burst: bool = False) -> np.ndarray:
+def physical_design(op: str, rate_mbit: float, p, nbytes, burst: bool = False, cores: int | None = None) -> np.ndarray:
     """Rows x with T = x·(α, 1/e, γ): the echo-ring design with the β column (bytes a rank sends)
-    less the tbf bucket (``burst``), floored at 0, divided by the rate in bytes/s."""
+    less the tbf bucket (``burst``), floored at 0, divided by the rate in bytes/s; with ``cores``,
+    the α column (messages) counts max(1, p/cores) per message (p ranks sharing the host's cores)."""
     x = design(op, p, nbytes).copy()
     wire = x[..., 1] - (burst_bytes(rate_mbit) if burst else 0.0)
     x[..., 1] = np.maximum(wire, 0.0) / (float(rate_mbit) * 1e6 / 8)
+    x[..., 0] *= host_share(int(p), 1, cores)
     return x
 
 
-def fit_physical(cells: Sequence[dict], weighting: str = "sqrt", burst: bool = True) -> PhysicalFit:
-    """Fit (α, e, γ) to collective cells (dicts with rate_mbit, op, p, nbytes, seconds)."""
+def fit_physical(cells: Sequence[dict], weighting: str = "sqrt", burst: bool = True,
+                 cores: int | None = None) -> PhysicalFit:
+    """Fit (α, e, γ) to collective cells (dicts with rate_mbit, op, p, nbytes, seconds); ``cores``:
+    the host's cores the ranks shared (α is then per message with a core per rank)."""
     cells = list(cells)
     if not cells:
         raise ValueError("no collective cells in the calibration subset")
-    X = np.stack([physical_design(c["op"], c["rate_mbit"], c["p"], c["nbytes"], burst) for c in cells])
+    X = np.stack([physical_design(c["op"], c["rate_mbit"], c["p"], c["nbytes"], burst, cores) for c in cells])
     t = np.array([c["seconds"] for c in cells], dtype=np.float64)
     a, inv_e, g = nnls_relative(X, t, weighting)
     if not inv_e > 0:
         raise ValueError("the calibration cells fix no per-byte cost (need sizes large enough to be bandwidth-bound)")
-    return PhysicalFit(float(a), float(1.0 / inv_e), float(g), len(cells), burst)
+    return PhysicalFit(float(a), float(1.0 / inv_e), float(g), len(cells), burst, cores)
+
+
+def host_cores(data: dict) -> int | None:
+    """The cores of the host the measurements ran on (``host.cores``, written by ``kfsim calibrate``)."""
+    return data.get("host", {}).get("cores")
 
 
 class Row(NamedTuple):
@@ -239,14 +255,14 @@ def holdout_profiles(data: dict, subset: Subset, fit: PhysicalFit, rates: Sequen
         raise ValueError(f"local costs must be one of {LOCAL_COSTS}, got {local_costs!r}")
     models = list(data["models"].values())
     paths = {}
-    cores = data.get("host", {}).get("cores")
+    cores = host_cores(data)
     for p in workers:
         pc = local_cost_workers(data, subset, p, local_costs)
         f = host_share(p, pc, cores)
         comp, codec, mem_bw = _shared(*step_costs(data, pc, mem_bw_gbs), mem_bw_gbs, f)
         share = f", x{f:g} for {p} workers on {cores} cores" if f != 1.0 else ""
         for rate in rates:
-            pdata = profile_dict(name, rate, fit.at(rate), p, mem_bw_gbs=mem_bw, compute_s=comp, codec=codec,
+            pdata = profile_dict(name, rate, fit.at(rate, p), p, mem_bw_gbs=mem_bw, compute_s=comp, codec=codec,
                                  models=models, source=f"kfsim validate --calibrate-on {subset} "
                                                        f"(shared α, e, γ; local costs at p={pc}{share})")
             pdata["name"] += f"-p{p}"

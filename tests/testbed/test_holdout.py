@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import kfsim.cli.testbed_cmd  # noqa: F401  (registers validate)
 from kfsim.cli import app
 from kfsim.sim import collectives
-from kfsim.testbed import holdout as ho
+from kfsim.testbed import holdout as ho, microbench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -200,3 +200,55 @@ def test_calibrate_records_the_host_s_cores_with_local_costs():
     assert "host" not in merge(dict(empty), [], [], {}, [])
     step = {"p": 2, "spec": "native", "model": "m", "global_batch": 64, "seconds": 0.1}
     assert merge(dict(empty), [], [], {}, [step])["host"] == {"cores": len(os.sched_getaffinity(0))}
+    cell = microbench.Measured(50.0, "allreduce", 2, 4096, 0.01, 0)
+    assert merge(dict(empty), [cell], [], {}, [])["host"] == {"cores": len(os.sched_getaffinity(0))}
+
+
+def _shared_data(cores):
+    """Cells whose per-message cost is ALPHA·max(1, p/cores): p ranks share the host's cores."""
+    data = _data(burst=True)
+    for c in data["collectives"]:
+        x = ho.physical_design(c["op"], c["rate_mbit"], c["p"], c["nbytes"], True)
+        c["seconds"] = float(x @ [ALPHA * ho.host_share(c["p"], 1, cores), 1 / EFF, GAMMA])
+    return data | {"host": {"cores": cores}}
+
+
+def test_messages_of_more_ranks_than_cores_cost_alpha_times_the_share():
+    """Fitted on p = 2 and 4 with the host's cores, α is recovered and every cell predicted exactly;
+    without them (one α for every p) the held-out p = 8 cells are mispredicted (the check can fail)."""
+    data = _shared_data(2)
+    subset = ho.parse_subset("p=2,4,rates=50,1000")
+    fit = ho.fit_physical(ho.calibration_cells(data, subset), cores=ho.host_cores(data))
+    assert fit.cores == 2 and (fit.alpha, fit.efficiency, fit.gamma) == pytest.approx((ALPHA, EFF, GAMMA), rel=1e-6)
+    assert [fit.alpha_at(p) for p in (1, 2, 3, 4, 8)] == pytest.approx([ALPHA, ALPHA, 1.5 * ALPHA, 2 * ALPHA, 4 * ALPHA])
+    assert fit.at(200.0, 8).alpha == pytest.approx(4 * ALPHA) and fit.at(200.0).alpha == pytest.approx(ALPHA)
+    assert max(abs(r.rel_error) for r in ho.collective_rows(data, subset, fit)) < 1e-6
+    flat = ho.fit_physical(ho.calibration_cells(data, subset))
+    assert max(abs(r.rel_error) for r in ho.collective_rows(data, subset, flat) if r.p == 8) > 0.05
+
+
+def test_profiles_carry_alpha_at_their_p(tmp_path):
+    stored = json.loads((ROOT / "profiles/testbed-measurements.json").read_text())
+    data = _shared_data(2) | {"steps": _steps(2), "models": stored["models"]}
+    subset = ho.parse_subset("p=2,rates=50,1000")
+    fit = ho.fit_physical(ho.calibration_cells(data, subset), cores=2)
+    paths = ho.holdout_profiles(data, subset, fit, [200.0], [2, 4], tmp_path)
+    lat = {p: tomllib.loads(paths[200.0, p].read_text())["cluster"]["inter"]["latency_us"] for p in (2, 4)}
+    assert lat[2] == pytest.approx(ALPHA * 1e6) and lat[4] == pytest.approx(2 * ALPHA * 1e6)
+
+
+def test_cli_no_host_share_fits_one_alpha_for_every_p(tmp_path):
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    (prof / "testbed-measurements.json").write_text(json.dumps(_shared_data(2)))
+    docs = {}
+    for flag in ("--host-share", "--no-host-share"):
+        out = tmp_path / flag
+        r = CliRunner().invoke(app, ["validate", "--profiles", str(prof), "--calibrate-on", "p=2,4,rates=50,1000",
+                                     "--cases", "none", "--out", str(out), flag])
+        assert r.exit_code == 0, r.output
+        docs[flag] = json.loads((out / "holdout.json").read_text())
+    assert docs["--host-share"]["host_cores"] == 2 and docs["--no-host-share"]["host_cores"] is None
+    assert docs["--host-share"]["fit"]["alpha_us"] == pytest.approx(ALPHA * 1e6, rel=1e-6)
+    worst = {f: max(abs(x["rel_error"]) for x in d["rows"]) for f, d in docs.items()}
+    assert worst["--host-share"] < 1e-6 < 0.05 < worst["--no-host-share"]
