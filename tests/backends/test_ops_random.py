@@ -89,11 +89,11 @@ def test_draw_only_computes_the_stream_it_times(blocks, chunk):
     assert threefry.draw_seconds(0) == 0.0 and threefry.draw_seconds(blocks, repeat=1) > 0.0
 
 
-@pytest.mark.parametrize("m0, m1", [(0, 0), (0, 1), (1, 2), (3, 130), (5, 4104), (2, 4096)])
+@pytest.mark.parametrize("m0, m1", [(0, 0), (0, 1), (1, 2), (0, 5), (6, 19), (3, 130), (5, 4104), (2, 4096)])
 def test_fill_words_writes_its_words_and_nothing_past_them(m0, m1):
     """fill_words (the fused quantizer's draws, a share of a block at a time) writes the
     random_words stream from word 2·(m0 // 2) and nothing past the last block, for odd and even
-    starts and an empty range."""
+    starts, odd and even block counts (two streams and a tail) and an empty range."""
     a, b, c = threefry.key_schedule(np.uint32(7), np.uint32(0xDEADBEEF))
     size = 2 * (-(-m1 // 2) - m0 // 2) + 4
     got = np.full(size, 0xA5A5A5A5, np.uint32)
