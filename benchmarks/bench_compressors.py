@@ -342,7 +342,7 @@ def main(argv=None) -> None:
             gbps, frac, backend, t = best[spec]
             pair = QSGD_PAIR.get(spec)
             vs = t / best[pair][3] if pair in best else None
-            print(f"  {spec:<40} {backend:<6} {gbps:6.2f} GB/s {100 * frac:4.0f}%  {verdict(kind, gbps, frac, vs)}")
+            print(f"  {spec:<40} {backend:<6} {gbps:6.2f} GB/s {100 * frac:5.1f}%  {verdict(kind, gbps, frac, vs)}")
             if spec in floors:
                 t_rng, t_min = floors[spec]
                 print(f"  {'':<40} {'':<6} draws {t_rng * 1e3:.2f} ms ({100 * t_rng / t:.0f}% of its "

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TARGET = re.compile(r"^  (\S.*?)\s+(jax|numpy)\s+([\d.]+) GB/s\s+(\d+)%\s+(.*)$")
+TARGET = re.compile(r"^  (\S.*?)\s+(jax|numpy)\s+([\d.]+) GB/s\s+([\d.]+)%\s+(.*)$")
 BW = re.compile(r"^BW = ([\d.]+) GB/s")
 RATIO = re.compile(r"^  (\S.*?)\s+([\d.]+)x\s+(met|MISSED)$")
 QSGD_PEER = re.compile(r"^  qsgd 127, 512-bucket\s+([\d.]+) ms.*?\s([\d.]+) ms\s+\d+%\s+([\d.]+) ms")
@@ -43,7 +43,7 @@ def parse(text: str) -> dict:
         if m := BW.match(line):
             run["bw"] = float(m.group(1))
         elif section == "targets" and (m := TARGET.match(line)):
-            run["targets"][m.group(1)] = (m.group(2), float(m.group(3)), int(m.group(4)) / 100, m.group(5))
+            run["targets"][m.group(1)] = (m.group(2), float(m.group(3)), float(m.group(4)) / 100, m.group(5))
         elif section == "ratios" and (m := RATIO.match(line)):
             run["ratios"][m.group(1)] = float(m.group(2))
         elif section == "peers" and (m := QSGD_PEER.match(line)):
