@@ -25,7 +25,25 @@ TARGET = re.compile(r"^  (\S.*?)\s+(jax|numpy)\s+([\d.]+) GB/s\s+([\d.]+)%\s+(.*
 BW = re.compile(r"^BW = ([\d.]+) GB/s")
 RATIO = re.compile(r"^  (\S.*?)\s+([\d.]+)x\s+(met|MISSED)$")
 QSGD_PEER = re.compile(r"^  qsgd 127, 512-bucket\s+([\d.]+) ms.*?\s([\d.]+) ms\s+\d+%\s+([\d.]+) ms")
-LINE = {"elementwise": 0.40, "topk": 0.30}
+
+
+def goal(verdict: str) -> tuple[str, float, int]:
+    """(figure, line, sense) of the target a target line's verdict names: sense +1 for at least the
+    line, -1 for at most it."""
+    if "GB/s" in verdict:
+        return "GB/s", 3.0, 1
+    if "x quantize" in verdict:
+        return "x q8", 1.5, -1
+    return "%t_min", 30.0 if ">=30%" in verdict else 40.0, 1
+
+
+def figure(kind: str, target: tuple) -> float:
+    """One run's figure of that kind from its (backend, GB/s, fraction, verdict)."""
+    if kind == "GB/s":
+        return target[1]
+    if kind == "x q8":
+        return float(re.match(r"([\d.]+)x", target[3]).group(1))
+    return 100 * target[2]
 
 
 def parse(text: str) -> dict:
@@ -51,38 +69,17 @@ def parse(text: str) -> dict:
     return run
 
 
-def met(spec: str, verdict: str, gbps: float, frac: float) -> bool:
-    """Whether one run's figure meets the target its verdict names (qsgd: its ratio to quantize)."""
-    if "target >=40%" in verdict:
-        return frac >= LINE["elementwise"]
-    if "target >=30%" in verdict:
-        return frac >= LINE["topk"]
-    if "target >=3 GB/s" in verdict:
-        return gbps >= 3.0
-    m = re.match(r"([\d.]+)x quantize", verdict)
-    return bool(m) and float(m.group(1)) <= 1.5
-
-
 def summarise(runs: list[dict]) -> list[str]:
     """The table: per target the runs' figures, median, met-in count and the median's verdict."""
     out = [f"{'target':<32} {'figure':<8} {'runs':<34} {'median':>7}  {'met in':>7}  on the median",
            "-" * 100]
     for spec in dict.fromkeys(s for r in runs for s in r["targets"]):
         have = [r["targets"][spec] for r in runs if spec in r["targets"]]
-        verdict = have[0][3]
-        if "GB/s" in verdict:
-            fig, vals, ok = "GB/s", [h[1] for h in have], [met(spec, h[3], h[1], h[2]) for h in have]
-            med = statistics.median(vals)
-            good = med >= 3.0
-        elif "quantize" in verdict:
-            fig = "x q8"
-            vals = [float(re.match(r"([\d.]+)x", h[3]).group(1)) for h in have]
-            ok, med = [v <= 1.5 for v in vals], statistics.median(vals)
-            good = med <= 1.5
-        else:
-            fig, vals = "%t_min", [100 * h[2] for h in have]
-            ok, med = [met(spec, h[3], h[1], h[2]) for h in have], statistics.median(vals)
-            good = med / 100 >= (LINE["topk"] if "30%" in verdict else LINE["elementwise"])
+        fig, line, sense = goal(have[0][3])
+        vals = [figure(fig, h) for h in have]
+        ok = [(v - line) * sense >= 0 for v in vals]
+        med = statistics.median(vals)
+        good = (med - line) * sense >= 0
         shown = " ".join(f"{v:.3g}" for v in vals)
         out.append(f"{spec:<32} {fig:<8} {shown:<34} {med:7.3g}  {sum(ok):>3} of {len(ok):<2} "
                    f"{'met' if good else 'MISSED'}")

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kfsim.imports import for_workers
-from kfsim.testbed.netns import Testbed
 from kfsim.launch.host import share
+from kfsim.testbed.netns import Testbed
 from kfsim.testbed.run import run_job, tail_logs
 
 

@@ -118,7 +118,7 @@ class PhysicalFit(NamedTuple):
 
     def alpha_at(self, p: int) -> float:
         """α of p ranks sharing the host's cores: α·max(1, p/cores)."""
-        return self.alpha * host_share(int(p), 1, self.cores)
+        return self.alpha * host_share(p, 1, self.cores)
 
     def at(self, rate_mbit: float, p: int = 1) -> CollectiveFit:
         """The fit the profile of (rate, p) and the simulator take (β from the rate, α at p)."""
@@ -142,7 +142,7 @@ def physical_design(op: str, rate_mbit: float, p, nbytes, burst: bool = False, c
     x = design(op, p, nbytes).copy()
     wire = x[..., 1] - (burst_bytes(rate_mbit) if burst else 0.0)
     x[..., 1] = np.maximum(wire, 0.0) / (float(rate_mbit) * 1e6 / 8)
-    x[..., 0] *= host_share(int(p), 1, cores)
+    x[..., 0] *= host_share(p, 1, cores)
     return x
 
 
@@ -221,13 +221,14 @@ def local_cost_workers(data: dict, subset: Subset, p: int, local_costs: str) -> 
     return max(usable)
 
 
-def host_share(p: int, pc: int, cores: int | None) -> float:
+def host_share(p, pc, cores: int | None):
     """How much slower each worker's local work runs at p than at pc when all p workers share one
     host's ``cores`` (processor sharing: a worker, one kernel thread since 2026-12-06, gets
-    min(1, cores / p) of a core); 1 when ``cores`` is unknown."""
+    min(1, cores / p) of a core); 1 when ``cores`` is unknown. A float, or an array for array p."""
     if not cores:
         return 1.0
-    return max(1.0, p / cores) / max(1.0, pc / cores)
+    f = np.maximum(1.0, np.asarray(p, dtype=np.float64) / cores) / max(1.0, pc / cores)
+    return float(f) if f.ndim == 0 else f
 
 
 def _shared(comp: dict, codec: dict, mem_bw_gbs: float, f: float) -> tuple[dict, dict, float]:

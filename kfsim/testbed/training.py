@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from kfsim.testbed.netns import Testbed
 from kfsim.launch.host import share
+from kfsim.testbed.netns import Testbed
 from kfsim.testbed.run import python_script, run_job, tail_logs
 
 

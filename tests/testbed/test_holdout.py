@@ -227,6 +227,18 @@ def test_messages_of_more_ranks_than_cores_cost_alpha_times_the_share():
     assert max(abs(r.rel_error) for r in ho.collective_rows(data, subset, flat) if r.p == 8) > 0.05
 
 
+def test_design_takes_an_array_of_worker_counts():
+    """As fit.design does: rows for every p at once, each equal to its scalar row."""
+    import numpy as np
+    ps = np.array([1, 2, 3, 4, 8])
+    for cores in (None, 2):
+        rows = ho.physical_design("allreduce", 200.0, ps, 1 << 20, True, cores)
+        assert rows.shape == (5, 3)
+        for p, row in zip(ps, rows):
+            assert row == pytest.approx(ho.physical_design("allreduce", 200.0, int(p), 1 << 20, True, cores))
+    assert list(ho.host_share(ps, 2, 2)) == [1.0, 1.0, 1.5, 2.0, 4.0]
+
+
 def test_profiles_carry_alpha_at_their_p(tmp_path):
     stored = json.loads((ROOT / "profiles/testbed-measurements.json").read_text())
     data = _shared_data(2) | {"steps": _steps(2), "models": stored["models"]}

@@ -28,7 +28,7 @@ def _tx() -> int:
     return int(f.read_text()) if f.exists() else 0
 
 
-def _Meet(op):
+def _collective_cell(op):
     """A compiled cell around one collective (graph mode runs collectives inside cells)."""
     from mindspore import nn
 
@@ -50,7 +50,7 @@ def main() -> None:
     from mindspore.communication import get_group_size, get_rank, init
 
     ms.set_device("CPU")
-    if cfg.get("op_threads"):   # the host's cores split between the p ranks (kfsim.testbed.compressed)
+    if cfg.get("op_threads"):   # the host's cores split between the p ranks (kfsim.launch.host.share)
         ms.device_context.cpu.op_tuning.threads_num(int(cfg["op_threads"]))
     try:  # throw-away op before init (see mindspore.md)
         Tensor(np.zeros(4, np.float32)).reshape(2, 2)
@@ -102,7 +102,7 @@ def main() -> None:
         local.set_train()
         timed(local, warm)
         # no collective keeps the ranks in step here: meet once, so the timed steps share the CPU as a job's do
-        _Meet(ops.AllReduce())(Tensor(np.ones(1, np.float32))).asnumpy()
+        _collective_cell(ops.AllReduce())(Tensor(np.ones(1, np.float32))).asnumpy()
         comp_s, _, _ = timed(local, int(cfg.get("steps", 5)))
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
