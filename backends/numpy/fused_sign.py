@@ -10,6 +10,7 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
+from backends.numpy.intrinsics import negative_bits32, nonzero_bits32
 
 _U = np.uint32
 
@@ -18,36 +19,39 @@ _U = np.uint32
 def bytes_to_words(tmp, m, out):
     """out[w] = bits of the 0/1 bytes tmp[32w : 32w + 32] (bit t from byte
     32w + t) for the first m bytes, the bytes past m taken as 0 (tmp is
-    scratch of at least 32 * out.size bytes). Eight bytes become a byte of
-    bits by one multiply: bit j of ``(v * 0x0102040810204080) >> 56`` is byte
-    j of v (no partial products collide, so nothing carries)."""
+    scratch of at least 32 * out.size bytes). A word is one compare of its 32
+    bytes and a mask move (:func:`nonzero_bits32`): 32K bytes in L1, one core,
+    0.64 -> 0.32 us against a multiply per eight bytes (bit j of
+    ``(v * 0x0102040810204080) >> 56`` is byte j of v)."""
     for i in range(m, out.size * 32):
         tmp[i] = 0
-    octets = tmp.view(np.uint64)
     for w in range(out.size):
-        acc = _U(0)
-        for q in range(4):
-            acc |= _U((octets[4 * w + q] * np.uint64(0x0102040810204080)) >> np.uint64(56)) << _U(8 * q)
-        out[w] = acc
+        out[w] = nonzero_bits32(tmp, 32 * w)
 
 
 @numba.njit(cache=True, nogil=True)
-def signs_block(x, w0, w1, out, tmp):
-    """Sign words [w0, w1): a byte 0/1 per entry into ``tmp`` (a loop that
-    vectorizes), then :func:`bytes_to_words`."""
+def signs_block(x, w0, w1, out):
+    """Sign words [w0, w1): each whole word by :func:`negative_bits32` (vector compares and a
+    mask move; 25M float32, ad hoc, alternated in one process: pack_signs 3.40 -> 2.75 ms against
+    a 0/1 byte per entry and :func:`bytes_to_words`), a last partial one entry by entry."""
     zero = x.dtype.type(0)
     xs = x[w0 * 32:w1 * 32]
-    for i in range(xs.size):
-        tmp[i] = np.uint8(1) if xs[i] < zero else np.uint8(0)
-    bytes_to_words(tmp, xs.size, out[w0:w1])
+    full = xs.size // 32
+    os = out[w0:w1]
+    for w in range(full):
+        os[w] = negative_bits32(xs, 32 * w)
+    if full < w1 - w0:
+        acc = _U(0)
+        for t in range(xs.size - 32 * full):
+            acc |= _U(1 if xs[32 * full + t] < zero else 0) << _U(t)
+        os[full] = acc
 
 
 @numba.njit(cache=True, parallel=True)
 def _signs_parallel(x, out):
     nblk = (out.size + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
-        tmp = np.empty(WORDS * 32, np.uint8)
-        signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out, tmp)
+        signs_block(x, blk * WORDS, min(out.size, (blk + 1) * WORDS), out)
 
 
 def pack_signs(x: np.ndarray) -> np.ndarray:
@@ -98,7 +102,7 @@ def pack_signs_into(x, out):
     if x.size >= PARALLEL_MIN:
         _signs_parallel(x, out)
     elif x.size:
-        signs_block(x, 0, out.size, out, np.empty(out.size * 32, np.uint8))
+        signs_block(x, 0, out.size, out)
 
 
 def unpack_signs(words, count: int, pos, neg) -> np.ndarray:

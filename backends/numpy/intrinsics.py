@@ -1,8 +1,10 @@
 """LLVM intrinsics for the Numba kernels: bit casts between float32 and
 uint32 (register moves, so the loops that use them still vectorize), the IEEE
 conversions between float32 and binary16 bits (LLVM ``fptrunc``/``fpext``: one
-vector instruction each where the CPU has them, F16C on x86) and the
-trailing-zero count the top-k collection walks its bit masks with.
+vector instruction each where the CPU has them, F16C on x86), the
+trailing-zero count the top-k collection walks its bit masks with, and 32
+compares turned into one word by a mask move (the sign packers; a vector of i1 bit-cast
+to i32 puts element t at bit t on the little-endian hosts kfsim runs on).
 """
 from __future__ import annotations
 
@@ -98,3 +100,46 @@ def prefetch(typingctx, arr, i):
         return context.get_dummy_value()
 
     return types.void(arr, i), codegen
+
+
+@intrinsic
+def nonzero_bits32(typingctx, arr, i):
+    """uint32 whose bit t is ``arr[i + t] != 0`` for t < 32 (``arr`` a 1-D C-contiguous uint8
+    array with 32 bytes from i): one vector compare and a mask move (x86: ``vpcmpneqb`` and
+    ``kmovd``, or ``vpmovmskb``) instead of a multiply per eight bytes."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype == types.uint8 and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        vec = ir.VectorType(ir.IntType(8), 32)
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vec.as_pointer())
+        v = builder.load(ptr, align=1)
+        ne = builder.icmp_unsigned("!=", v, ir.Constant(vec, [0] * 32))
+        return builder.bitcast(ne, ir.IntType(32))
+
+    return types.uint32(arr, i), codegen
+
+
+@intrinsic
+def negative_bits32(typingctx, arr, i):
+    """uint32 whose bit t is ``arr[i + t] < 0`` for t < 32 (an ordered compare: NaN and -0.0
+    give 0; ``arr`` a 1-D C-contiguous float32/float64 array with 32 entries from i): vector
+    compares and a mask move, no byte per entry."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype in (types.float32, types.float64) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ft = context.get_value_type(aryty.dtype)
+        vec = ir.VectorType(ft, 32)
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vec.as_pointer())
+        v = builder.load(ptr, align=aryty.dtype.bitwidth // 8)
+        lt = builder.fcmp_ordered("<", v, ir.Constant(vec, [0.0] * 32))
+        return builder.bitcast(lt, ir.IntType(32))
+
+    return types.uint32(arr, i), codegen

@@ -229,7 +229,7 @@ def _fold_task(x, m, B, c0, c1, modes, s, outs, part, zeros):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pack_rows(x, m, B, c0, c1, words, tmp):
+def _pack_rows(x, m, B, c0, c1, words):
     """The sign bits (``Fused.pack_signs``) of the entries of every row at columns
     [c0, c1), read again while the task's block is in cache: row r's are
     entries [r B + c0, r B + c1), whole words (B and c0 multiples of 32)."""
@@ -237,7 +237,7 @@ def _pack_rows(x, m, B, c0, c1, words, tmp):
         lo = r * B + c0
         if lo >= m:
             return
-        signs_block(x, lo // 32, (min(r * B + c1, m) + 31) // 32, words, tmp)
+        signs_block(x, lo // 32, (min(r * B + c1, m) + 31) // 32, words)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -253,7 +253,7 @@ def _fold(x, m, p, modes, s, outs, words):
         c1 = min(B, c0 + FOLD_COLS)
         _fold_task(x, m, B, c0, c1, modes, s, outs, part, np.zeros(FOLD_COLS, x.dtype))
         if words.size:
-            _pack_rows(x, m, B, c0, c1, words, np.empty(FOLD_COLS, np.uint8))
+            _pack_rows(x, m, B, c0, c1, words)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -261,12 +261,11 @@ def _fold_serial(x, m, p, modes, s, outs, words):
     B = p // FOLD
     part = np.empty((FOLD // 2, FOLD_COLS), x.dtype)
     zeros = np.zeros(FOLD_COLS, x.dtype)
-    tmp = np.empty(FOLD_COLS, np.uint8)
     for c0 in range(0, B, FOLD_COLS):
         c1 = min(B, c0 + FOLD_COLS)
         _fold_task(x, m, B, c0, c1, modes, s, outs, part, zeros)
         if words.size:
-            _pack_rows(x, m, B, c0, c1, words, tmp)
+            _pack_rows(x, m, B, c0, c1, words)
 
 
 @numba.njit(cache=True, nogil=True)
