@@ -141,9 +141,9 @@ def _store(r, c, o0, o1, o2, o3, o4):
 @overload(_store, inline="always")
 def _store_of(r, c, o0, o1, o2, o3, o4):
     if isinstance(r, types.BaseTuple):
-        def five(r, c, o0, o1, o2, o3, o4):
+        def split(r, c, o0, o1, o2, o3, o4):
             o0[c], o1[c], o2[c], o4[c] = r[0], r[1], r[2], r[3]
-        return five
+        return split
 
     def single(r, c, o0, o1, o2, o3, o4):
         o0[c] = r
