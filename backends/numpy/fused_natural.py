@@ -26,7 +26,10 @@ entries, so words, entries and codes stay in L1. It replaced computing each thre
 block in the loop that coded its two entries (whose stride-2 loads and stores LLVM
 serves with permutes; that form had taken natural_pack on 25M float32 15.5 -> 11.1 ms
 against storing a whole block's words): with ``_code32``'s carry form, 11.1-11.3 ->
-10.35-10.6 ms (old and new code run alternately, best of 15).
+10.35-10.6 ms (old and new code run alternately, best of 15). The share's sign words are then
+read off x and its codes by vector compares and a mask move (``signed_code_bits32``), not
+from a 0/1 byte per entry packed after the whole block: same bits, 10.20 -> 9.49 ms (best of 40,
+alternated in one process; 12.3 -> 12.2 in two slower runs on a busier host).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, SUB, WORDS
-from backends.numpy.fused_sign import bytes_to_words
+from backends.numpy.intrinsics import signed_code_bits32
 from backends.numpy.threefry import fill_words, key_schedule
 
 _U = np.uint32
@@ -46,7 +49,7 @@ SCALE64 = 2.0**126
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _code32(b, k):
-    """(E code, sign bit) of the float32 with bits b, given k. With a = |x|'s bits,
+    """E code of the float32 with bits b, given k. With a = |x|'s bits,
     ``(a + [k < M] << 23) >> 23`` is E + [k < M] (E = 254 carries into 255: inf; inf itself
     has M = 0, so it stays 255) and never reaches bit 31; only NaN (a > inf's bits) is
     special. Every step is cast back to uint32: Numba widens uint32 arithmetic to 64 bits,
@@ -56,15 +59,12 @@ def _code32(b, k):
     a = _U(b & _U(0x7FFFFFFF))
     m = _U(b & _U(0x7FFFFF))
     code = _U(_U(a + (_U(0x800000) if k < m else _U(0))) >> _U(23))
-    nan = a > _U(0x7F800000)
-    code = _U(0) if nan else code
-    sign = _U(1) if nan else (_U(b >> _U(31)) if code != _U(0) else _U(0))
-    return code, sign
+    return _U(0) if a > _U(0x7F800000) else code
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _code64(b, x, k):
-    """(E code, sign bit) of the float64 x with bits b, given k."""
+    """E code of the float64 x with bits b, given k."""
     e = (b >> _U64(52)) & _U64(0x7FF)
     m = b & _U64(0xFFFFFFFFFFFFF)
     a = abs(x)
@@ -74,38 +74,41 @@ def _code64(b, x, k):
     code = tiny if a < TINY64 else normal
     code = _U64(255) if e == _U64(0x7FF) else code
     nan = (e == _U64(0x7FF)) & (m != _U64(0))
-    code = _U64(0) if nan else code
-    sign = _U(1) if nan else (_U(b >> _U64(63)) if code != _U64(0) else _U(0))
-    return _U(code), sign
+    return _U(0) if nan else _U(code)
 
 
 @numba.njit(cache=True, nogil=True)
-def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, tmp, hw):
+def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, hw):
     """Sign words [w0, w1) and their entries' exponent bytes. ``xb``: x's bits
     (uint32 for float32, uint64 for float64), ``wide``: x is float64; ``hw``: room for
     ``SUB + 2`` threefry words (entry i takes word i of ``random_words``), drawn ``SUB``
-    entries at a time so that they, the entries and their codes stay in L1."""
+    entries at a time so that they, the entries and their codes stay in L1, where the
+    share's sign words are then read off x and the codes (:func:`signed_code_bits32`)."""
     n = xb.size
     i0 = w0 * 32   # even: word i0 opens a threefry block
     i1 = min(n, w1 * 32)
-    for s0 in range(i0, i1, SUB):
+    for s0 in range(i0, i1, SUB):   # SUB is a multiple of 32: a share starts a sign word
         s1 = min(i1, s0 + SUB)
         fill_words(a, b, c, s0, s1, hw)   # from word s0 (even)
         xs = xb[s0:s1]
         es = exps[s0:s1]
-        ts = tmp[s0 - i0:s1 - i0]
         if wide:
             vs = x[s0:s1]
             for t in range(s1 - s0):
-                code, sg = _code64(xs[t], vs[t], hw[t] >> _U(9))
-                es[t] = np.uint8(code)
-                ts[t] = np.uint8(sg)
+                es[t] = np.uint8(_code64(xs[t], vs[t], hw[t] >> _U(9)))
         else:
             for t in range(s1 - s0):
-                code, sg = _code32(xs[t], _U(hw[t] >> _U(9)))
-                es[t] = np.uint8(code)
-                ts[t] = np.uint8(sg)
-    bytes_to_words(tmp, i1 - i0, signs[w0:w1])
+                es[t] = np.uint8(_code32(xs[t], _U(hw[t] >> _U(9))))
+        full = (s1 - s0) // 32
+        for w in range(full):
+            signs[s0 // 32 + w] = signed_code_bits32(x, exps, s0 + 32 * w)
+        if s0 + 32 * full < s1:   # the last, partial word
+            acc = _U(0)
+            for i in range(s0 + 32 * full, s1):
+                v = x[i]
+                if (v < 0 and exps[i] != 0) or v != v:
+                    acc |= _U(1) << _U(i - s0 - 32 * full)
+            signs[s0 // 32 + full] = acc
 
 
 @numba.njit(cache=True, parallel=True)
@@ -113,9 +116,8 @@ def _pack_parallel(xb, x, wide, k0, k1, signs, exps):
     a, b, c = key_schedule(k0, k1)
     nblk = (signs.size + WORDS - 1) // WORDS
     for blk in numba.prange(nblk):
-        tmp = np.empty(WORDS * 32, np.uint8)
         hw = np.empty(SUB + 2, np.uint32)
-        _pack_block(xb, x, wide, a, b, c, blk * WORDS, min(signs.size, blk * WORDS + WORDS), signs, exps, tmp, hw)
+        _pack_block(xb, x, wide, a, b, c, blk * WORDS, min(signs.size, blk * WORDS + WORDS), signs, exps, hw)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,8 +128,7 @@ def pack_into(xb, x, wide, k0, k1, signs, words):
         _pack_parallel(xb, x, wide, k0, k1, signs, exps)
     elif xb.size:
         a, b, c = key_schedule(k0, k1)
-        _pack_block(xb, x, wide, a, b, c, 0, signs.size, signs, exps, np.empty(signs.size * 32, np.uint8),
-                    np.empty(SUB + 2, np.uint32))
+        _pack_block(xb, x, wide, a, b, c, 0, signs.size, signs, exps, np.empty(SUB + 2, np.uint32))
     for j in range(xb.size, exps.size):  # the unused bytes of the last exponent word
         exps[j] = 0
 

@@ -10,30 +10,16 @@ import numpy as np
 
 from backends.numpy import buffers
 from backends.numpy.blocks import PARALLEL_MIN, WORDS
-from backends.numpy.intrinsics import negative_bits32, nonzero_bits32
+from backends.numpy.intrinsics import negative_bits32
 
 _U = np.uint32
-
-
-@numba.njit(cache=True, nogil=True)
-def bytes_to_words(tmp, m, out):
-    """out[w] = bits of the 0/1 bytes tmp[32w : 32w + 32] (bit t from byte
-    32w + t) for the first m bytes, the bytes past m taken as 0 (tmp is
-    scratch of at least 32 * out.size bytes). A word is one compare of its 32
-    bytes and a mask move (:func:`nonzero_bits32`): 32K bytes in L1, one core,
-    0.64 -> 0.32 us against a multiply per eight bytes (bit j of
-    ``(v * 0x0102040810204080) >> 56`` is byte j of v)."""
-    for i in range(m, out.size * 32):
-        tmp[i] = 0
-    for w in range(out.size):
-        out[w] = nonzero_bits32(tmp, 32 * w)
 
 
 @numba.njit(cache=True, nogil=True)
 def signs_block(x, w0, w1, out):
     """Sign words [w0, w1): each whole word by :func:`negative_bits32` (vector compares and a
     mask move; 25M float32, ad hoc, alternated in one process: pack_signs 3.40 -> 2.75 ms against
-    a 0/1 byte per entry and :func:`bytes_to_words`), a last partial one entry by entry."""
+    a 0/1 byte per entry packed eight at a time), a last partial one entry by entry."""
     zero = x.dtype.type(0)
     xs = x[w0 * 32:w1 * 32]
     full = xs.size // 32

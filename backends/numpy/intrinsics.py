@@ -3,8 +3,9 @@ uint32 (register moves, so the loops that use them still vectorize), the IEEE
 conversions between float32 and binary16 bits (LLVM ``fptrunc``/``fpext``: one
 vector instruction each where the CPU has them, F16C on x86), the
 trailing-zero count the top-k collection walks its bit masks with, and 32
-compares turned into one word by a mask move (the sign packers; a vector of i1 bit-cast
-to i32 puts element t at bit t on the little-endian hosts kfsim runs on).
+compares turned into one word by a mask move (the sign packers, natural compression's sign
+words; a vector of i1 bit-cast to i32 puts element t at bit t on the little-endian hosts kfsim
+runs on).
 """
 from __future__ import annotations
 
@@ -103,27 +104,6 @@ def prefetch(typingctx, arr, i):
 
 
 @intrinsic
-def nonzero_bits32(typingctx, arr, i):
-    """uint32 whose bit t is ``arr[i + t] != 0`` for t < 32 (``arr`` a 1-D C-contiguous uint8
-    array with 32 bytes from i): one vector compare and a mask move (x86: ``vpcmpneqb`` and
-    ``kmovd``, or ``vpmovmskb``) instead of a multiply per eight bytes."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
-            and arr.dtype == types.uint8 and isinstance(i, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        vec = ir.VectorType(ir.IntType(8), 32)
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vec.as_pointer())
-        v = builder.load(ptr, align=1)
-        ne = builder.icmp_unsigned("!=", v, ir.Constant(vec, [0] * 32))
-        return builder.bitcast(ne, ir.IntType(32))
-
-    return types.uint32(arr, i), codegen
-
-
-@intrinsic
 def negative_bits32(typingctx, arr, i):
     """uint32 whose bit t is ``arr[i + t] < 0`` for t < 32 (an ordered compare: NaN and -0.0
     give 0; ``arr`` a 1-D C-contiguous float32/float64 array with 32 entries from i): vector
@@ -143,3 +123,33 @@ def negative_bits32(typingctx, arr, i):
         return builder.bitcast(lt, ir.IntType(32))
 
     return types.uint32(arr, i), codegen
+
+
+@intrinsic
+def signed_code_bits32(typingctx, arr, codes, i):
+    """uint32 whose bit t is ``(arr[i + t] < 0 and codes[i + t] != 0) or arr[i + t] is NaN``
+    for t < 32: natural compression's sign bits (a negative entry keeps its sign only where its
+    code is not 0, NaN is sent as sign 1 with code 0). ``arr`` a 1-D C-contiguous float32/float64
+    array and ``codes`` a 1-D C-contiguous uint8 array, both with 32 entries from i: vector
+    compares and one mask move per word, no byte per entry."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype in (types.float32, types.float64)
+            and isinstance(codes, types.Array) and codes.ndim == 1 and codes.layout == "C"
+            and codes.dtype == types.uint8 and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty, codety = signature.args[0], signature.args[1]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        cds = context.make_array(codety)(context, builder, args[1])
+        vec = ir.VectorType(context.get_value_type(aryty.dtype), 32)
+        bvec = ir.VectorType(ir.IntType(8), 32)
+        v = builder.load(builder.bitcast(builder.gep(ary.data, [args[2]]), vec.as_pointer()),
+                         align=aryty.dtype.bitwidth // 8)
+        c = builder.load(builder.bitcast(builder.gep(cds.data, [args[2]]), bvec.as_pointer()), align=1)
+        neg = builder.fcmp_ordered("<", v, ir.Constant(vec, [0.0] * 32))
+        coded = builder.icmp_unsigned("!=", c, ir.Constant(bvec, [0] * 32))
+        nan = builder.fcmp_unordered("uno", v, v)
+        return builder.bitcast(builder.or_(builder.and_(neg, coded), nan), ir.IntType(32))
+
+    return types.uint32(arr, codes, i), codegen
