@@ -4,8 +4,8 @@ conversions between float32 and binary16 bits (LLVM ``fptrunc``/``fpext``: one
 vector instruction each where the CPU has them, F16C on x86), the
 trailing-zero count the top-k collection walks its bit masks with, and 32
 compares turned into one word by a mask move (the sign packers, natural compression's sign
-words; a vector of i1 bit-cast to i32 puts element t at bit t on the little-endian hosts kfsim
-runs on).
+words, the quantizer's 1-bit codes; a vector of i1 bit-cast to i32 puts element t at bit t on
+the little-endian hosts kfsim runs on).
 """
 from __future__ import annotations
 
@@ -153,3 +153,38 @@ def signed_code_bits32(typingctx, arr, codes, i):
         return builder.bitcast(builder.or_(builder.and_(neg, coded), nan), ir.IntType(32))
 
     return types.uint32(arr, codes, i), codegen
+
+
+
+@intrinsic
+def round_bits32(typingctx, x, i, h, j, o, s):
+    """uint32 whose bit t (t < 32) is ``h[j + t] + 1/2 < (x[i + t] - o)·s``, compared in x's float
+    type (ordered: NaN gives 0; no fused multiply-add): the 1-bit codes {0, 1} of
+    ``fused_quant.round_codes`` with s = inv_scale·2^16, as vector compares and one mask move.
+    x a 1-D C-contiguous float32/float64 array, h one of uint16 uniforms' high halves, o and s
+    of x's dtype."""
+    if not (isinstance(x, types.Array) and x.ndim == 1 and x.layout == "C"
+            and x.dtype in (types.float32, types.float64) and o == x.dtype and s == x.dtype
+            and isinstance(h, types.Array) and h.ndim == 1 and h.layout == "C" and h.dtype == types.uint16
+            and isinstance(i, types.Integer) and isinstance(j, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        xa = context.make_array(signature.args[0])(context, builder, args[0])
+        ha = context.make_array(signature.args[2])(context, builder, args[2])
+        fv = ir.VectorType(context.get_value_type(x.dtype), 32)
+        lanes = ir.Constant(ir.VectorType(ir.IntType(32), 32), [0] * 32)
+
+        def splat(value):
+            one = builder.insert_element(ir.Constant(fv, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(one, ir.Constant(fv, ir.Undefined), lanes)
+
+        xv = builder.load(builder.bitcast(builder.gep(xa.data, [args[1]]), fv.as_pointer()),
+                          align=x.dtype.bitwidth // 8)
+        hv = builder.load(builder.bitcast(builder.gep(ha.data, [args[3]]), ir.VectorType(ir.IntType(16), 32)
+                                          .as_pointer()), align=2)
+        y = builder.fmul(builder.fsub(xv, splat(args[4])), splat(args[5]))
+        u = builder.fadd(builder.uitofp(hv, fv), ir.Constant(fv, [0.5] * 32))
+        return builder.bitcast(builder.fcmp_ordered("<", u, y), ir.IntType(32))
+
+    return types.uint32(x, i, h, j, o, s), codegen

@@ -36,3 +36,27 @@ def test_codes_of_one_step_at_every_scale(bits, signed, dtype):
         assert_same_bits(on_jax(Fused.quantize_pack, x, off, inv, bucket, 1.0, bits, key, signed, dtype=dtype),
                          Fused.quantize_pack(NP, x, off, inv, bucket, 1.0, bits, key, signed=signed),
                          "quantize_pack, codes {0, 1} (JAX)")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bits,signed", [(1, False), (2, True)])
+@pytest.mark.parametrize("n,bucket", [(1, 0), (33, 0), (4_099, 0), (4_099, 16), (4_099, 50), (BIG + 7, 0),
+                                      (BIG + 7, 512), (BIG + 7, 1_000)])
+def test_codes_of_one_step_read_off_compare_masks(n, bucket, bits, signed, dtype):
+    """1-bit unsigned codes {0, 1} are written a word at a time from compare masks where the
+    buckets start whole words (bucket 0 or a multiple of 32; the last partial word, other buckets
+    and huge inverse scales go through the codes, as signed 2-bit codes do): the reference's bits
+    either way, with NaN, -0.0 and subnormal entries, NaN and huge inverse scales."""
+    rng = np.random.default_rng(n + bucket + bits)
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3, n)).astype(dtype)
+    x[rng.integers(0, n, 3)] = [np.nan, -0.0, -1e-45]
+    nb = -(-n // (bucket or n))
+    inv = (np.abs(rng.standard_normal(nb)) + 0.1).astype(dtype)
+    if nb > 2:
+        inv[:2] = [np.nan, 2.0**120]
+    off = (rng.standard_normal(nb) * 0.1 * (not signed)).astype(dtype)
+    key = NP.key(n)
+    assert_same_bits(NP.quantize_pack(x, off, inv, bucket, 1.0, bits, key, signed=signed),
+                     Fused.quantize_pack(NP, x, off, inv, bucket, 1.0, bits, key, signed=signed),
+                     "quantize_pack from compare masks")
+
