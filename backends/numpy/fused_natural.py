@@ -104,9 +104,15 @@ def _pack_block(xb, x, wide, a, b, c, w0, w1, signs, exps, hw):
             signs[s0 // 32 + w] = signed_code_bits32(x, exps, s0 + 32 * w)
         if s0 + 32 * full < s1:   # the last, partial word
             acc = _U(0)
-            for i in range(s0 + 32 * full, s1):
-                v = x[i]
-                if (v < 0 and exps[i] != 0) or v != v:
+            for i in range(s0 + 32 * full, s1):   # on the bits, as signed_code_bits32 (no DAZ)
+                if wide:
+                    b = xb[i]
+                    sg = ((b >> _U64(63)) != _U64(0) and exps[i] != 0) or (b & _U64(0x7FFFFFFFFFFFFFFF)) > \
+                        _U64(0x7FF0000000000000)
+                else:
+                    b = _U(xb[i])
+                    sg = ((b >> _U(31)) != _U(0) and exps[i] != 0) or _U(b & _U(0x7FFFFFFF)) > _U(0x7F800000)
+                if sg:
                     acc |= _U(1) << _U(i - s0 - 32 * full)
             signs[s0 // 32 + full] = acc
 

@@ -131,7 +131,10 @@ def signed_code_bits32(typingctx, arr, codes, i):
     for t < 32: natural compression's sign bits (a negative entry keeps its sign only where its
     code is not 0, NaN is sent as sign 1 with code 0). ``arr`` a 1-D C-contiguous float32/float64
     array and ``codes`` a 1-D C-contiguous uint8 array, both with 32 entries from i: vector
-    compares and one mask move per word, no byte per entry."""
+    compares and one mask move per word, no byte per entry. The tests are on the entries' bits
+    (sign bit set, magnitude beyond inf's), not float compares: under XLA's host callbacks the
+    thread reads subnormals as zero (DAZ), and a negative subnormal that rounds to 2^-126 keeps
+    its sign (``x < 0`` and the sign bit agree where the code is not 0)."""
     if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
             and arr.dtype in (types.float32, types.float64)
             and isinstance(codes, types.Array) and codes.ndim == 1 and codes.layout == "C"
@@ -142,18 +145,19 @@ def signed_code_bits32(typingctx, arr, codes, i):
         aryty, codety = signature.args[0], signature.args[1]
         ary = context.make_array(aryty)(context, builder, args[0])
         cds = context.make_array(codety)(context, builder, args[1])
-        vec = ir.VectorType(context.get_value_type(aryty.dtype), 32)
+        width = aryty.dtype.bitwidth
+        vec = ir.VectorType(ir.IntType(width), 32)
         bvec = ir.VectorType(ir.IntType(8), 32)
-        v = builder.load(builder.bitcast(builder.gep(ary.data, [args[2]]), vec.as_pointer()),
-                         align=aryty.dtype.bitwidth // 8)
+        v = builder.load(builder.bitcast(builder.gep(ary.data, [args[2]]), vec.as_pointer()), align=width // 8)
         c = builder.load(builder.bitcast(builder.gep(cds.data, [args[2]]), bvec.as_pointer()), align=1)
-        neg = builder.fcmp_ordered("<", v, ir.Constant(vec, [0.0] * 32))
+        neg = builder.icmp_signed("<", v, ir.Constant(vec, [0] * 32))
         coded = builder.icmp_unsigned("!=", c, ir.Constant(bvec, [0] * 32))
-        nan = builder.fcmp_unordered("uno", v, v)
+        magnitude = builder.and_(v, ir.Constant(vec, [(1 << (width - 1)) - 1] * 32))
+        inf = 0x7F800000 if width == 32 else 0x7FF0000000000000
+        nan = builder.icmp_unsigned(">", magnitude, ir.Constant(vec, [inf] * 32))
         return builder.bitcast(builder.or_(builder.and_(neg, coded), nan), ir.IntType(32))
 
     return types.uint32(arr, codes, i), codegen
-
 
 
 @intrinsic
