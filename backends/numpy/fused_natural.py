@@ -27,9 +27,9 @@ block in the loop that coded its two entries (whose stride-2 loads and stores LL
 serves with permutes; that form had taken natural_pack on 25M float32 15.5 -> 11.1 ms
 against storing a whole block's words): with ``_code32``'s carry form, 11.1-11.3 ->
 10.35-10.6 ms (old and new code run alternately, best of 15). The share's sign words are then
-read off x and its codes by vector compares and a mask move (``signed_code_bits32``), not
-from a 0/1 byte per entry packed after the whole block: same bits, 10.20 -> 9.49 ms (best of 40,
-alternated in one process; 12.3 -> 12.2 in two slower runs on a busier host).
+read off x's bits and its codes by vector compares and a mask move (``signed_code_bits32``),
+not from a 0/1 byte per entry packed after the whole block: same bits, 10.29 -> 9.66 and
+10.12 -> 9.44 ms (best of 40, alternated in one process).
 """
 from __future__ import annotations
 

@@ -146,10 +146,11 @@ def _quantize_block(x, off, inv, B, top, bits, signed, a, b, c, w0, w1, out, cod
         while i < s1:
             e, o, s = _bucket_run(i, s1, B, off, inv)
             hs = h16[i - ub:e - ub]
-            if masks and s * np.float32(65536.0) != np.inf:   # as _round_bits: s·2^16 finite, or NaN
+            s16 = s * np.float32(65536.0)
+            if masks and s16 != np.inf:   # as _round_bits: s·2^16 finite, or NaN
                 nw = (e - i) // 32
                 for w in range(nw):
-                    out[i // 32 + w] = round_bits32(x, i + 32 * w, h16, i - ub + 32 * w, o, s * np.float32(65536.0))
+                    out[i // 32 + w] = round_bits32(x, i + 32 * w, h16, i - ub + 32 * w, o, s16)
                 if i + nw * 32 < e:   # x's last, partial word
                     t0 = i + nw * 32
                     round_codes(x[t0:e], o, s, top, bits, signed, h16[t0 - ub:e - ub], codes)

@@ -103,6 +103,14 @@ def prefetch(typingctx, arr, i):
     return types.void(arr, i), codegen
 
 
+def _vector_at(context, builder, aryty, ary, i, elem):
+    """The 32 entries of the 1-D C-contiguous array ``ary`` from index i, loaded as one
+    ``<32 x elem>`` vector (elem: an LLVM type of the array's width)."""
+    data = context.make_array(aryty)(context, builder, ary).data
+    vec = ir.VectorType(elem, 32)
+    return builder.load(builder.bitcast(builder.gep(data, [i]), vec.as_pointer()), align=aryty.dtype.bitwidth // 8)
+
+
 @intrinsic
 def negative_bits32(typingctx, arr, i):
     """uint32 whose bit t is ``arr[i + t] < 0`` for t < 32 (an ordered compare: NaN and -0.0
@@ -114,12 +122,8 @@ def negative_bits32(typingctx, arr, i):
 
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ft = context.get_value_type(aryty.dtype)
-        vec = ir.VectorType(ft, 32)
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vec.as_pointer())
-        v = builder.load(ptr, align=aryty.dtype.bitwidth // 8)
-        lt = builder.fcmp_ordered("<", v, ir.Constant(vec, [0.0] * 32))
+        v = _vector_at(context, builder, aryty, args[0], args[1], context.get_value_type(aryty.dtype))
+        lt = builder.fcmp_ordered("<", v, ir.Constant(v.type, [0.0] * 32))
         return builder.bitcast(lt, ir.IntType(32))
 
     return types.uint32(arr, i), codegen
@@ -143,13 +147,10 @@ def signed_code_bits32(typingctx, arr, codes, i):
 
     def codegen(context, builder, signature, args):
         aryty, codety = signature.args[0], signature.args[1]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        cds = context.make_array(codety)(context, builder, args[1])
         width = aryty.dtype.bitwidth
-        vec = ir.VectorType(ir.IntType(width), 32)
-        bvec = ir.VectorType(ir.IntType(8), 32)
-        v = builder.load(builder.bitcast(builder.gep(ary.data, [args[2]]), vec.as_pointer()), align=width // 8)
-        c = builder.load(builder.bitcast(builder.gep(cds.data, [args[2]]), bvec.as_pointer()), align=1)
+        v = _vector_at(context, builder, aryty, args[0], args[2], ir.IntType(width))
+        c = _vector_at(context, builder, codety, args[1], args[2], ir.IntType(8))
+        vec, bvec = v.type, c.type
         neg = builder.icmp_signed("<", v, ir.Constant(vec, [0] * 32))
         coded = builder.icmp_unsigned("!=", c, ir.Constant(bvec, [0] * 32))
         magnitude = builder.and_(v, ir.Constant(vec, [(1 << (width - 1)) - 1] * 32))
@@ -174,19 +175,15 @@ def round_bits32(typingctx, x, i, h, j, o, s):
         return None
 
     def codegen(context, builder, signature, args):
-        xa = context.make_array(signature.args[0])(context, builder, args[0])
-        ha = context.make_array(signature.args[2])(context, builder, args[2])
-        fv = ir.VectorType(context.get_value_type(x.dtype), 32)
+        xv = _vector_at(context, builder, signature.args[0], args[0], args[1], context.get_value_type(x.dtype))
+        hv = _vector_at(context, builder, signature.args[2], args[2], args[3], ir.IntType(16))
+        fv = xv.type
         lanes = ir.Constant(ir.VectorType(ir.IntType(32), 32), [0] * 32)
 
         def splat(value):
             one = builder.insert_element(ir.Constant(fv, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
             return builder.shuffle_vector(one, ir.Constant(fv, ir.Undefined), lanes)
 
-        xv = builder.load(builder.bitcast(builder.gep(xa.data, [args[1]]), fv.as_pointer()),
-                          align=x.dtype.bitwidth // 8)
-        hv = builder.load(builder.bitcast(builder.gep(ha.data, [args[3]]), ir.VectorType(ir.IntType(16), 32)
-                                          .as_pointer()), align=2)
         y = builder.fmul(builder.fsub(xv, splat(args[4])), splat(args[5]))
         u = builder.fadd(builder.uitofp(hv, fv), ir.Constant(fv, [0.5] * 32))
         return builder.bitcast(builder.fcmp_ordered("<", u, y), ir.IntType(32))
