@@ -65,18 +65,16 @@ def echo_ring(p: int, steps: int, starts: list[float]) -> list[float]:
         t += dt
         done = [f for f in flows if f[2] <= 1e-12]
         flows = [f for f in flows if f[2] > 1e-12]
-        for src, dst, _, kind, k in done:
+        for src, dst, _, kind, k in done:   # dst: the rank this flow completes something for
             if kind == "chunk":   # the receiver has it all: echo it back
                 received.add((dst, k))
                 flows.append([dst, src, 1.0, "echo", k])
-                rank = dst
             else:
                 echoed.add((dst, k))
-                rank = dst
-            if (rank, k) in received and (rank, k) in echoed:
-                ends[rank, k] = t
+            if (dst, k) in received and (dst, k) in echoed:
+                ends[dst, k] = t
                 if k + 1 < steps:
-                    wake.append((t, rank, k + 1))
+                    wake.append((t, dst, k + 1))
         while wake and wake[0][0] <= t + 1e-15:
             _, i, k = wake.pop(0)
             flows.append([i, (i + 1) % p, 1.0, "chunk", k])

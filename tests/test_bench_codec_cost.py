@@ -2,20 +2,18 @@
 passes' spread (the noise the errors sit on), both fits' tables; bad input is one line."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.bench_module import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_codec_cost.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_codec_cost", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_codec_cost")
 
 
 def test_noise_is_the_slowest_pass_over_the_fastest():

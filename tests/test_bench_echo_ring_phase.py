@@ -2,22 +2,20 @@
 diagnostic of docs/simulator.md) and its no-root command."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench_module import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_echo_ring_phase.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_echo_ring_phase", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_echo_ring_phase")
 
 
 @pytest.mark.parametrize("p", [2, 3, 4])

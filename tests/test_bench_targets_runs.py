@@ -2,10 +2,11 @@
 of bench_compressors.py (one run's ceiling moves more than a target's margin)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.bench_module import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_targets_runs.py"
@@ -33,10 +34,7 @@ peers, side by side (ms and % of t_min for each one's own payload; load 1.28):
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_targets_runs", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_targets_runs")
 
 
 def _run(bw=40.0, nat=41, q=1.10, ps=3.5, jr=1.43, torch=168.9):
